@@ -1,0 +1,1 @@
+//! Placeholder until `cargo xtask regen` runs.
