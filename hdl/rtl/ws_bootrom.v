@@ -33,12 +33,10 @@ module ws_bootrom #(
 
     reg [31:0] mem [0:WORDS-1];
 
-    // Words the image does not cover read as zero (an illegal instruction), never as X.
-    integer i;
+    // Words the image does not cover come up zero in Verilator (zero-initialised state) and in
+    // FPGA block RAM. No explicit zero-fill loop: yosys gives a loop in an initial block
+    // priority over $readmemh and would blank the image.
     initial begin
-        for (i = 0; i < WORDS; i = i + 1) begin
-            mem[i] = 32'h0;
-        end
         $readmemh(BOOTROM_INIT, mem);
     end
 
