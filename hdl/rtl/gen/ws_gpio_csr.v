@@ -45,7 +45,6 @@ module ws_gpio_csr (
     assign output_value = output_value_reg;
 
     // INPUT @ 0x008: Input pins (synchronised).
-    wire sel_input = reg_addr[11:2] == 10'd2;
 
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;

@@ -57,7 +57,6 @@ module ws_hostlink_csr (
     assign rxdata_re = rd && sel_rxdata;
 
     // STATUS @ 0x00c: FIFO state.
-    wire sel_status = reg_addr[11:2] == 10'd3;
 
     // IRQ_EN @ 0x010: Interrupt enables.
     wire sel_irq_en = reg_addr[11:2] == 10'd4;
@@ -70,10 +69,8 @@ module ws_hostlink_csr (
     assign irq_en_rx = irq_en_rx_reg;
 
     // RX_BYTES @ 0x014: Bytes accepted from the host since reset (wraps).
-    wire sel_rx_bytes = reg_addr[11:2] == 10'd5;
 
     // TX_BYTES @ 0x018: Bytes delivered to the host since reset (wraps).
-    wire sel_tx_bytes = reg_addr[11:2] == 10'd6;
 
     // ERRORS @ 0x01c: Sticky error flags; write 1 to clear.
     wire sel_errors = reg_addr[11:2] == 10'd7;
@@ -86,7 +83,6 @@ module ws_hostlink_csr (
     assign errors_tx_overflow = errors_tx_overflow_reg;
 
     // FIFO_DEPTH @ 0x020: Depth of each FIFO in bytes.
-    wire sel_fifo_depth = reg_addr[11:2] == 10'd8;
 
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;

@@ -41,19 +41,14 @@ module ws_sysinfo_csr (
     /* verilator lint_on UNUSEDSIGNAL */
 
     // BUILD_HASH @ 0x004: First 32 bits of the SHA-256 over the HDL sources the simulator or bitstream was built from.
-    wire sel_build_hash = reg_addr[11:2] == 10'd1;
 
     // CLK_HZ @ 0x008: Core clock frequency in Hz.
-    wire sel_clk_hz = reg_addr[11:2] == 10'd2;
 
     // ROM_BYTES @ 0x00c: Boot ROM size in bytes.
-    wire sel_rom_bytes = reg_addr[11:2] == 10'd3;
 
     // RAM_BYTES @ 0x010: Main RAM size in bytes.
-    wire sel_ram_bytes = reg_addr[11:2] == 10'd4;
 
     // SLOTS @ 0x014: Bit n set: register slot n (0..31) holds a block. Read each block's ID word to identify it.
-    wire sel_slots = reg_addr[11:2] == 10'd5;
 
     // SCRATCH @ 0x018: Free read/write word for bus tests.
     wire sel_scratch = reg_addr[11:2] == 10'd6;

@@ -43,7 +43,6 @@ module ws_timer_csr (
     assign mtime_lo_re = rd && sel_mtime_lo;
 
     // MTIME_HI @ 0x008: High word of mtime, as latched by the last read of MTIME_LO.
-    wire sel_mtime_hi = reg_addr[11:2] == 10'd2;
 
     // MTIMECMP_LO @ 0x00c: Low word of mtimecmp.
     wire sel_mtimecmp_lo = reg_addr[11:2] == 10'd3;

@@ -61,7 +61,6 @@ module ws_uart_csr (
     assign rxdata_re = rd && sel_rxdata;
 
     // STATUS @ 0x00c: FIFO state.
-    wire sel_status = reg_addr[11:2] == 10'd3;
 
     // DIV @ 0x010: Clock cycles per bit (baud = CLK_HZ / DIV). Minimum 4.
     wire sel_div = reg_addr[11:2] == 10'd4;

@@ -81,7 +81,9 @@ pub fn csr_block(b: &Block) -> String {
     for r in &b.regs {
         let rn = r.name.to_lowercase();
         let _ = writeln!(s, "    // {} @ {:#05x}: {}", r.name, r.offset, r.desc);
-        let _ = writeln!(s, "    wire sel_{rn} = reg_addr[11:2] == 10'd{};", r.offset / 4);
+        if r.has_we() || r.read_pulse {
+            let _ = writeln!(s, "    wire sel_{rn} = reg_addr[11:2] == 10'd{};", r.offset / 4);
+        }
         if r.has_we() {
             let _ = writeln!(s, "    assign {rn}_we = wr && sel_{rn};");
         }
