@@ -1,11 +1,21 @@
 //! `cargo xtask`: the single entry point for working on weightstream.
+//!
+//! `run` and `test` call `setup` first, so a fresh clone needs only those two commands.
+
+mod bench;
+mod build;
 mod regmap;
+mod run;
+mod setup;
+mod test;
+mod util;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use util::Ctx;
 
 #[derive(Parser)]
-#[command(about = "weightstream developer tasks")]
+#[command(about = "weightstream developer tasks: setup, build, run, sim, test, bench, regen")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -13,7 +23,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Regenerate the register map outputs from hdl/regmap/*.toml.
+    /// Install what the build needs (Debian packages, rust target, Python venv). Idempotent.
+    Setup,
+    /// Build the firmware, the host tools and the simulator model (cached).
+    Build,
+    /// Set up, build, boot the simulated board and show it alive: identity and decoded log.
+    Run,
+    /// Run the simulator in the foreground with the firmware (extra args go to ws-sim).
+    Sim {
+        /// Arguments passed to ws-sim, e.g. `--trace waves.fst --trace-to 100000`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Set up and run every check CI runs.
+    Test,
+    /// Measure performance; prints a table and writes target/bench/bench.json.
+    Bench,
+    /// Regenerate the register-map outputs from hdl/regmap/*.toml.
     Regen {
         /// Only check that the checked-in files are up to date.
         #[arg(long)]
@@ -21,13 +47,34 @@ enum Cmd {
     },
 }
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
-}
-
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    let ctx = Ctx::new();
     match cli.cmd {
-        Cmd::Regen { check } => regmap::regen(&root(), check),
+        Cmd::Setup => setup::setup(&ctx),
+        Cmd::Build => {
+            setup::setup(&ctx)?;
+            build::build(&ctx)
+        }
+        Cmd::Run => {
+            setup::setup(&ctx)?;
+            build::build(&ctx)?;
+            run::run(&ctx)
+        }
+        Cmd::Sim { args } => {
+            setup::setup(&ctx)?;
+            build::build(&ctx)?;
+            run::sim(&ctx, &args)
+        }
+        Cmd::Test => {
+            setup::setup(&ctx)?;
+            test::test(&ctx)
+        }
+        Cmd::Bench => {
+            setup::setup(&ctx)?;
+            build::build(&ctx)?;
+            bench::bench(&ctx)
+        }
+        Cmd::Regen { check } => regmap::regen(&ctx.root, check),
     }
 }

@@ -1,0 +1,58 @@
+//! `cargo xtask run` and `cargo xtask sim`.
+//!
+//! `run` drives the board the way a person would, with the real CLI, and echoes each
+//! command so it can be repeated by hand: start the simulator with the firmware, wait for
+//! the board to answer, print its identity table and the decoded firmware log, stop.
+
+use crate::util::{step, Ctx};
+use anyhow::{bail, Context, Result};
+use std::process::Command;
+
+fn wsctl(ctx: &Ctx, args: &[&str]) -> Result<()> {
+    eprintln!("\x1b[2m$ wsctl {}\x1b[0m", args.join(" "));
+    let status = Command::new(ctx.bin("wsctl"))
+        .current_dir(&ctx.root)
+        .args(args)
+        .status()
+        .with_context(|| format!("starting {}", ctx.bin("wsctl").display()))?;
+    if !status.success() {
+        bail!("`wsctl {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+pub fn run(ctx: &Ctx) -> Result<()> {
+    let elf = ctx.firmware_elf();
+    let elf = elf.to_str().context("firmware path is not UTF-8")?;
+    step("boot the simulated board");
+    // A simulator left running by an earlier `wsctl sim start` would hold the ports and the
+    // old firmware; replace it.
+    let _ = Command::new(ctx.bin("wsctl")).current_dir(&ctx.root).args(["sim", "stop"]).output();
+    wsctl(ctx, &["sim", "start", "--elf", elf])?;
+    let result = (|| {
+        wsctl(ctx, &["ping", "--count", "3"])?;
+        step("board identity");
+        wsctl(ctx, &["info"])?;
+        step("firmware log (defmt, decoded against the ELF)");
+        wsctl(ctx, &["logs", "--elf", elf])?;
+        step("simulator");
+        wsctl(ctx, &["sim", "status"])
+    })();
+    let stopped = wsctl(ctx, &["sim", "stop"]);
+    result?;
+    stopped
+}
+
+pub fn sim(ctx: &Ctx, args: &[String]) -> Result<()> {
+    let status = Command::new(ctx.bin("ws-sim"))
+        .current_dir(&ctx.root)
+        .arg("--elf")
+        .arg(ctx.firmware_elf())
+        .args(args)
+        .status()
+        .context("starting ws-sim")?;
+    if !status.success() {
+        bail!("ws-sim exited with {status}");
+    }
+    Ok(())
+}

