@@ -84,6 +84,9 @@ mod tests {
             }
             assert_eq!(block_name(a.id), Some(a.name));
         }
-        assert_eq!(split_id_word(sysinfo::ID_WORD), (sysinfo::ID, sysinfo::VERSION_MAJOR, sysinfo::VERSION_MINOR));
+        assert_eq!(
+            split_id_word(sysinfo::ID_WORD),
+            (sysinfo::ID, sysinfo::VERSION_MAJOR, sysinfo::VERSION_MINOR)
+        );
     }
 }
