@@ -28,7 +28,9 @@ module ws_bootrom #(
     localparam WORDS = ROM_BYTES / 4;
 
     initial begin
-        if (ROM_BYTES < 8 || (ROM_BYTES & (ROM_BYTES - 1)) != 0) $error("ws_bootrom: ROM_BYTES must be a power of two >= 8");
+        if (ROM_BYTES < 8 || (ROM_BYTES & (ROM_BYTES - 1)) != 0) begin
+            $error("ws_bootrom: ROM_BYTES must be a power of two >= 8");
+        end
     end
 
     reg [31:0] mem [0:WORDS-1];

@@ -31,7 +31,9 @@ module ws_fifo #(
     localparam LEVEL_WIDTH = $clog2(DEPTH + 1);
 
     initial begin
-        if (DEPTH < 2 || (DEPTH & (DEPTH - 1)) != 0) $error("ws_fifo: DEPTH must be a power of two >= 2");
+        if (DEPTH < 2 || (DEPTH & (DEPTH - 1)) != 0) begin
+            $error("ws_fifo: DEPTH must be a power of two >= 2");
+        end
         if (WIDTH < 1) $error("ws_fifo: WIDTH must be at least 1");
     end
 
@@ -45,7 +47,7 @@ module ws_fifo #(
 
     reg                 push;
     reg                 pop;
-    reg                 load;
+    reg                 fill;
 
     // DEPTH is a power of two and level never exceeds it, so the top bit of level is "full".
     assign s_ready = !level_reg[LEVEL_WIDTH-1];
@@ -57,11 +59,11 @@ module ws_fifo #(
         push = s_valid && s_ready;
         pop = out_valid_reg && m_ready;
         // Refill the output register from the array whenever it is (or is becoming) empty.
-        load = (rd_ptr_reg != wr_ptr_reg) && (!out_valid_reg || m_ready);
+        fill = (rd_ptr_reg != wr_ptr_reg) && (!out_valid_reg || m_ready);
 
         wr_ptr_next = wr_ptr_reg + {{ADDR_WIDTH{1'b0}}, push};
-        rd_ptr_next = rd_ptr_reg + {{ADDR_WIDTH{1'b0}}, load};
-        out_valid_next = load || (out_valid_reg && !m_ready);
+        rd_ptr_next = rd_ptr_reg + {{ADDR_WIDTH{1'b0}}, fill};
+        out_valid_next = fill || (out_valid_reg && !m_ready);
 
         level_next = level_reg;
         if (push && !pop) begin
@@ -76,7 +78,7 @@ module ws_fifo #(
         if (push) begin
             mem[wr_ptr_reg[ADDR_WIDTH-1:0]] <= s_data;
         end
-        if (load) begin
+        if (fill) begin
             out_data_reg <= mem[rd_ptr_reg[ADDR_WIDTH-1:0]];
         end
 

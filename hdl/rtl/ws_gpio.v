@@ -2,9 +2,9 @@
 
 // ws_gpio: LEDs and general-purpose inputs in register slot 3 (hdl/regmap/gpio.toml).
 //
-// OUT drives gpio_out straight from its register. gpio_in comes from buttons and switches that
-// are asynchronous to clk, so each bit passes a two-flop synchroniser before IN presents it.
-// Debouncing is left to firmware.
+// OUTPUT drives gpio_out straight from its register. gpio_in comes from buttons and switches
+// that are asynchronous to clk, so each bit passes a two-flop synchroniser before INPUT
+// presents it. Debouncing is left to firmware.
 module ws_gpio (
     input  wire        clk,
     input  wire        rst,
@@ -20,10 +20,10 @@ module ws_gpio (
     input  wire [7:0]  gpio_in
 );
 
-    wire [7:0] out_value;
-    wire       out_we;
+    wire [7:0] output_value;
+    wire       output_we;
 
-    // Two-flop synchroniser; the first stage may go metastable, the second is used.
+    // Two-flop synchroniser: the first stage may go metastable, the second settles it.
     reg [7:0] in_meta_reg;
     reg [7:0] in_sync_reg;
 
@@ -36,9 +36,9 @@ module ws_gpio (
         .reg_wdata(reg_wdata),
         .reg_be(reg_be),
         .reg_rdata(reg_rdata),
-        .out_value(out_value),
-        .out_we(out_we),
-        .in_value_i(in_sync_reg)
+        .output_value(output_value),
+        .output_we(output_we),
+        .input_value_i(in_sync_reg)
     );
 
     // No reset on the synchroniser: it only ever copies the pins.
@@ -47,9 +47,9 @@ module ws_gpio (
         in_sync_reg <= in_meta_reg;
     end
 
-    assign gpio_out = out_value;
+    assign gpio_out = output_value;
 
-    wire _unused_ok = &{1'b0, out_we};
+    wire _unused_ok = &{1'b0, output_we};
 
 endmodule
 

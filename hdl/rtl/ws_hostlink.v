@@ -44,8 +44,14 @@ module ws_hostlink #(
     localparam [31:0] RX_DEPTH_WORD = RX_DEPTH;
 
     initial begin
-        if (RX_DEPTH < 2 || (RX_DEPTH & (RX_DEPTH - 1)) != 0 || RX_DEPTH > 32768) $error("ws_hostlink: RX_DEPTH must be a power of two in 2..32768 (STATUS.rx_level is 16 bits)");
-        if (TX_DEPTH != RX_DEPTH) $error("ws_hostlink: TX_DEPTH must equal RX_DEPTH (FIFO_DEPTH reports one depth for both)");
+        if (RX_DEPTH < 2 || (RX_DEPTH & (RX_DEPTH - 1)) != 0 || RX_DEPTH > 32768) begin
+            // STATUS.rx_level is 16 bits wide.
+            $error("ws_hostlink: RX_DEPTH must be a power of two in 2..32768");
+        end
+        if (TX_DEPTH != RX_DEPTH) begin
+            // FIFO_DEPTH reports one depth for both FIFOs.
+            $error("ws_hostlink: TX_DEPTH must equal RX_DEPTH");
+        end
     end
 
     wire [7:0] txdata_byte;

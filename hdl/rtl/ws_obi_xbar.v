@@ -1,34 +1,33 @@
 `default_nettype none
 
-// ws_obi_xbar: OBI crossbar joining the SoC bus masters to its memory-mapped slaves.
+// ws_obi_xbar: OBI crossbar joining bus masters to memory-mapped slaves.
 //
-// ws_soc uses one instance to join the CV32E40P instruction and data ports and the riscv-dbg
-// system-bus master to the boot ROM, RAM, debug module and peripheral bus (docs/soc.md "Bus").
-// Masters speak OBI 1.x as CV32E40P does: req/addr/we/be/wdata held until gnt, then
-// rvalid/rdata (OBI 1.x §2, CV32E40P user manual "Instruction Fetch" and "Load-Store Unit").
-// Slaves are simpler: they accept a request in any cycle (so req is also the grant) and present
-// rdata exactly one cycle later. Because every slave has the same fixed latency, responses come
-// back in request order with no reorder buffer, even for a master that keeps two requests in
-// flight as CV32E40P does; the crossbar only remembers, per master, which slave it granted in
-// the previous cycle and steers that slave's rdata back on rvalid.
+// ws_soc uses two instances (docs/soc.md "Bus"): one carries CV32E40P instruction fetch alone,
+// the other carries core data and the riscv-dbg system-bus master. Masters speak OBI 1.x as
+// CV32E40P does: req/addr/we/be/wdata held until gnt, then rvalid/rdata (OBI 1.x
+// specification; CV32E40P user manual "Instruction Fetch" and "Load-Store Unit"). Slaves
+// speak a reduced form: the crossbar raises m_obi_req, the slave accepts it in that cycle if
+// m_obi_gnt is high (slaves that are always ready tie it high), and the slave presents rdata
+// exactly one cycle after the accepted request. Because every slave has the same fixed
+// latency, responses return in request order with no reorder buffer, even for a master with
+// two requests in flight as CV32E40P has; the crossbar remembers, per master, which slave it
+// granted in the previous cycle and steers that slave's rdata back with rvalid.
 //
 // Decode: a request goes to the lowest-numbered slave s with
-//   (addr & S_MASK[s]) == S_BASE[s], CONNECT[s][m] set, and not (we && S_READ_ONLY[s]).
-// Several slaves may share an address window if their CONNECT columns differ; ws_soc uses this
-// to give a dual-ported memory one slave port per master group (the instruction master reaches
-// port A, data and system-bus masters reach port B) without a second crossbar.
+//   (addr & S_MASK[s]) == S_BASE[s] and not (we && S_READ_ONLY[s]).
 // A request that decodes nowhere is granted at once and answered with rdata 0 one cycle later,
 // so a stray access never hangs the core; `err_unmapped` pulses with that response.
 //
 // Arbitration is round-robin per slave: the master after the one granted last wins, so no
-// master can starve another.
+// master can starve another. A master's gnt depends combinationally on the other masters' req
+// and addr; ws_soc therefore never puts the instruction and data ports of the core on one
+// instance, because CV32E40P has combinational paths from data_gnt to instr_req.
 module ws_obi_xbar #(
     parameter NUM_M = 3,                        // number of bus masters
     parameter NUM_S = 4,                        // number of slave ports
     parameter [NUM_S*32-1:0] S_BASE = {NUM_S{32'h0}},  // slave s base address at [s*32 +: 32]
     parameter [NUM_S*32-1:0] S_MASK = {NUM_S{32'h0}},  // slave s address mask at [s*32 +: 32]
-    parameter [NUM_S*NUM_M-1:0] CONNECT = {NUM_S*NUM_M{1'b1}},  // bit s*NUM_M+m: master m reaches slave s
-    parameter [NUM_S-1:0] S_READ_ONLY = {NUM_S{1'b0}}  // bit s: writes to slave s decode as unmapped
+    parameter [NUM_S-1:0] S_READ_ONLY = {NUM_S{1'b0}}  // bit s: writes to slave s are unmapped
 ) (
     input  wire                     clk,
     input  wire                     rst,
@@ -43,8 +42,9 @@ module ws_obi_xbar #(
     output wire [NUM_M-1:0]         s_obi_rvalid,
     output wire [NUM_M*32-1:0]      s_obi_rdata,
 
-    // Slave side (the crossbar is the source). Slaves are always ready; rdata one cycle later.
+    // Slave side (the crossbar is the source). rdata one cycle after a req with gnt high.
     output wire [NUM_S-1:0]         m_obi_req,
+    input  wire [NUM_S-1:0]         m_obi_gnt,
     output wire [NUM_S*32-1:0]      m_obi_addr,
     output wire [NUM_S-1:0]         m_obi_we,
     output wire [NUM_S*4-1:0]       m_obi_be,
@@ -87,21 +87,20 @@ module ws_obi_xbar #(
     reg [NUM_S*32-1:0]          m_obi_wdata_int;
     reg [NUM_M*32-1:0]          s_obi_rdata_int;
 
-    integer m;
-    integer s;
-    integer k;
-    integer cand;
-    reg     found;
+    // Each combinational block declares its own loop variables: sharing module-level integers
+    // between always @* blocks makes them wake each other in event-driven simulators.
 
     // Address decode.
-    always @* begin
+    always @* begin : decode
+        integer m;
+        integer s;
+
         mapped = {NUM_M{1'b0}};
         dest = {NUM_M*S_IDX_WIDTH{1'b0}};
         for (m = 0; m < NUM_M; m = m + 1) begin
             for (s = NUM_S - 1; s >= 0; s = s - 1) begin
                 // Descending loop: the last assignment, the lowest slave index, wins.
-                if (CONNECT[s*NUM_M + m]
-                        && ((s_obi_addr[m*32 +: 32] & S_MASK[s*32 +: 32]) == S_BASE[s*32 +: 32])
+                if (((s_obi_addr[m*32 +: 32] & S_MASK[s*32 +: 32]) == S_BASE[s*32 +: 32])
                         && !(s_obi_we[m] && S_READ_ONLY[s])) begin
                     mapped[m] = 1'b1;
                     dest[m*S_IDX_WIDTH +: S_IDX_WIDTH] = s[S_IDX_WIDTH-1:0];
@@ -111,7 +110,13 @@ module ws_obi_xbar #(
     end
 
     // Round-robin arbitration per slave, starting after the last granted master.
-    always @* begin
+    always @* begin : arbitrate
+        integer m;
+        integer s;
+        integer k;
+        integer cand;
+        reg     found;
+
         gnt = {NUM_M{1'b0}};
         slave_req = {NUM_S{1'b0}};
         slave_owner = {NUM_S*M_IDX_WIDTH{1'b0}};
@@ -126,11 +131,15 @@ module ws_obi_xbar #(
                 end
                 if (!found && s_obi_req[cand] && mapped[cand]
                         && (dest[cand*S_IDX_WIDTH +: S_IDX_WIDTH] == s[S_IDX_WIDTH-1:0])) begin
+                    // The slave sees the request whatever its gnt; a master that is not
+                    // granted simply holds its request, as OBI requires.
                     found = 1'b1;
-                    gnt[cand] = 1'b1;
                     slave_req[s] = 1'b1;
                     slave_owner[s*M_IDX_WIDTH +: M_IDX_WIDTH] = cand[M_IDX_WIDTH-1:0];
-                    rr_last_next[s*M_IDX_WIDTH +: M_IDX_WIDTH] = cand[M_IDX_WIDTH-1:0];
+                    if (m_obi_gnt[s]) begin
+                        gnt[cand] = 1'b1;
+                        rr_last_next[s*M_IDX_WIDTH +: M_IDX_WIDTH] = cand[M_IDX_WIDTH-1:0];
+                    end
                 end
             end
         end
@@ -144,7 +153,10 @@ module ws_obi_xbar #(
     end
 
     // Request mux toward each slave.
-    always @* begin
+    always @* begin : request_mux
+        integer m;
+        integer s;
+
         m_obi_addr_int = {NUM_S*32{1'b0}};
         m_obi_we_int = {NUM_S{1'b0}};
         m_obi_be_int = {NUM_S*4{1'b0}};
@@ -161,17 +173,23 @@ module ws_obi_xbar #(
         end
     end
 
-    // Response tracking and steering.
+    // Response tracking: which masters were granted, and where to.
     always @* begin
         resp_valid_next = gnt;
         resp_unmapped_next = s_obi_req & ~mapped;
         resp_slave_next = dest;
+    end
+
+    // Response steering, from registers only.
+    always @* begin : response_mux
+        integer m;
+        integer s;
 
         s_obi_rdata_int = {NUM_M*32{1'b0}};
         for (m = 0; m < NUM_M; m = m + 1) begin
             for (s = 0; s < NUM_S; s = s + 1) begin
                 if (resp_valid_reg[m] && !resp_unmapped_reg[m]
-                        && (resp_slave_reg[m*S_IDX_WIDTH +: S_IDX_WIDTH] == s[S_IDX_WIDTH-1:0])) begin
+                        && resp_slave_reg[m*S_IDX_WIDTH +: S_IDX_WIDTH] == s[S_IDX_WIDTH-1:0]) begin
                     s_obi_rdata_int[m*32 +: 32] = m_obi_rdata[s*32 +: 32];
                 end
             end

@@ -33,7 +33,9 @@ module ws_ram #(
     localparam WORDS = RAM_BYTES / 4;
 
     initial begin
-        if (RAM_BYTES < 8 || (RAM_BYTES & (RAM_BYTES - 1)) != 0) $error("ws_ram: RAM_BYTES must be a power of two >= 8");
+        if (RAM_BYTES < 8 || (RAM_BYTES & (RAM_BYTES - 1)) != 0) begin
+            $error("ws_ram: RAM_BYTES must be a power of two >= 8");
+        end
     end
 
     reg [31:0] mem [0:WORDS-1];

@@ -32,7 +32,9 @@ module ws_sysinfo #(
     localparam [31:0] RESET_KEY = 32'h5253_5421;
 
     initial begin
-        if (SLOT_MASK[0] == 1'b0) $error("ws_sysinfo: SLOT_MASK must include slot 0 (sysinfo itself)");
+        if (SLOT_MASK[0] == 1'b0) begin
+            $error("ws_sysinfo: SLOT_MASK must include slot 0 (sysinfo itself)");
+        end
     end
 
     wire [31:0] scratch_value;

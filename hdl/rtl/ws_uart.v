@@ -36,8 +36,12 @@ module ws_uart #(
     localparam [15:0] MIN_DIV = 16'd4;
 
     initial begin
-        if (TX_DEPTH < 2 || (TX_DEPTH & (TX_DEPTH - 1)) != 0) $error("ws_uart: TX_DEPTH must be a power of two >= 2");
-        if (RX_DEPTH < 2 || (RX_DEPTH & (RX_DEPTH - 1)) != 0) $error("ws_uart: RX_DEPTH must be a power of two >= 2");
+        if (TX_DEPTH < 2 || (TX_DEPTH & (TX_DEPTH - 1)) != 0) begin
+            $error("ws_uart: TX_DEPTH must be a power of two >= 2");
+        end
+        if (RX_DEPTH < 2 || (RX_DEPTH & (RX_DEPTH - 1)) != 0) begin
+            $error("ws_uart: RX_DEPTH must be a power of two >= 2");
+        end
     end
 
     // CSR block fields.

@@ -1,1 +1,25 @@
-//! x
+//! `ws-hdl`: the weightstream HDL tooling that runs on the host.
+//!
+//! It sits between the Verilog in `hdl/rtl/` and everything that wants to run it:
+//!
+//! - [`vbuild`]: one cached builder that turns Verilog into a Verilated model packaged as a
+//!   shared library (`.so`) which Rust loads with `dlopen`. The cache key is a SHA-256 over every
+//!   input file, every flag, the Verilator installation and the C++ shim, so an unchanged model
+//!   is never recompiled.
+//! - [`dut`]: the block testbench harness. A test builds one RTL module with chosen
+//!   parameters, finds its ports by name, drives it cycle by cycle, checks `s_*`/`m_*` streams
+//!   under random backpressure, and dumps FST waves on request or on failure.
+//! - [`sim`]: the SoC simulator. The `ws-sim` binary serves the Verilated `ws_soc` on loopback
+//!   TCP ports (host link, log, control); [`sim::SimProcess`] starts it for tests and
+//!   [`sim::Soc`] runs the model in-process.
+//! - [`bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
+//!
+//! The design notes are in `docs/block-harness.md`; the SoC contract is `docs/soc.md`.
+#![warn(missing_docs)]
+
+pub mod bench;
+mod dl;
+pub mod dut;
+pub mod paths;
+pub mod sim;
+pub mod vbuild;

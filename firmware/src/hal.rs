@@ -1,0 +1,22 @@
+//! Drivers for the SoC's register blocks: the only code besides the generated [`crate::pac`]
+//! that touches registers.
+//!
+//! Each driver owns its block (`Driver::new(block, config)`, with the block taken once from
+//! `pac::Peripherals::take`), reports small `Copy` errors that map to embedded-hal's
+//! `ErrorKind`, and implements the embedded-hal 1.0 trait that fits:
+//!
+//! | driver | block | traits |
+//! |---|---|---|
+//! | [`timer::Timer`] | timer (mtime/mtimecmp) | `DelayNs` |
+//! | [`gpio::Pin`] | gpio OUTPUT bits (LEDs) | `OutputPin`, `StatefulOutputPin` |
+//! | [`uart::Uart`] | uart | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
+//! | [`hostlink::Hostlink`] | hostlink byte streams | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
+//! | [`sysinfo::Sysinfo`] | sysinfo | (identity, slot discovery, soft reset) |
+//!
+//! Field layouts come from `ws_common::regmap`, generated from `hdl/regmap/*.toml`.
+
+pub mod gpio;
+pub mod hostlink;
+pub mod sysinfo;
+pub mod timer;
+pub mod uart;

@@ -1,0 +1,6 @@
+//! The SoC simulator.
+pub mod asm;
+pub mod elf;
+pub mod programs;
+pub mod soc;
+pub use soc::{Soc, SocConfig, SocError, StopOn};

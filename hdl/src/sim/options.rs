@@ -1,0 +1,173 @@
+//! `ws-sim` options: the command line, also built programmatically by [`super::SimProcess`].
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// A built-in hand-assembled RAM program ([`super::programs`]), instead of a firmware ELF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Demo {
+    /// Banner on UART and link, then echoes every host-link byte back plus one.
+    Echo,
+    /// Sets the GPIOs to 0x5a and sleeps in WFI for good.
+    Sleep,
+    /// `j .` forever.
+    Spin,
+}
+
+/// Options of `ws-sim`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ws-sim",
+    version,
+    about = "The Verilated weightstream SoC, served on loopback TCP ports",
+    long_about = "The Verilated weightstream SoC (docs/soc.md), served on 127.0.0.1:\n  \
+        link = port base      raw host-link byte stream (one client at a time; a new client replaces the old)\n  \
+        log  = port base + 1  UART log: the history since boot, then live bytes, to every client\n  \
+        ctrl = port base + 2  JSON lines: stats | reset | pause | resume | quit\n  \
+        jtag = port base + 3  reserved for the JTAG server\n\
+        Once listening it prints one line to stdout:\n  \
+        WS-SIM READY link=127.0.0.1:P log=127.0.0.1:P ctrl=127.0.0.1:P pid=N"
+)]
+pub struct SimOptions {
+    /// Firmware ELF: its PT_LOAD segments are written into RAM by backdoor before reset.
+    #[arg(long, value_name = "FILE", required_unless_present = "demo")]
+    pub elf: Option<PathBuf>,
+
+    /// Run a built-in RAM program instead of an ELF.
+    #[arg(long, value_enum, conflicts_with = "elf")]
+    pub demo: Option<Demo>,
+
+    /// Board description (clock, UART baud, RAM region, default port base).
+    #[arg(long, value_name = "FILE", default_value = "boards/sim/board.toml")]
+    pub board: PathBuf,
+
+    /// First of the four TCP ports; 0 binds three ephemeral ports. Default: the board's
+    /// `link.port_base`.
+    #[arg(long, value_name = "PORT")]
+    pub port_base: Option<u16>,
+
+    /// Verilator threads of the model (each count is its own cached build).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
+
+    /// Dump FST waves into this file (uses a separately cached model with trace support).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+
+    /// First cycle to dump.
+    #[arg(long, value_name = "CYCLE", requires = "trace")]
+    pub trace_from: Option<u64>,
+
+    /// Cycle to stop dumping at (exclusive).
+    #[arg(long, value_name = "CYCLE", requires = "trace")]
+    pub trace_to: Option<u64>,
+
+    /// Exit after this many cycles.
+    #[arg(long, value_name = "N")]
+    pub max_cycles: Option<u64>,
+
+    /// Print nothing on stderr but errors.
+    #[arg(long)]
+    pub quiet: bool,
+
+    /// Exit when this process disappears (launchers pass their own pid).
+    #[arg(long, value_name = "PID")]
+    pub parent_pid: Option<u32>,
+}
+
+impl SimOptions {
+    /// Options for `elf` on ephemeral ports.
+    pub fn with_elf(elf: impl Into<PathBuf>) -> Self {
+        Self::base(Some(elf.into()), None)
+    }
+
+    /// Options for a built-in program on ephemeral ports.
+    pub fn with_demo(demo: Demo) -> Self {
+        Self::base(None, Some(demo))
+    }
+
+    fn base(elf: Option<PathBuf>, demo: Option<Demo>) -> Self {
+        SimOptions {
+            elf,
+            demo,
+            board: PathBuf::from("boards/sim/board.toml"),
+            port_base: Some(0),
+            threads: 1,
+            trace: None,
+            trace_from: None,
+            trace_to: None,
+            max_cycles: None,
+            quiet: false,
+            parent_pid: None,
+        }
+    }
+
+    /// The command-line arguments that express these options.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        let mut push = |k: &str, v: String| {
+            a.push(k.to_string());
+            a.push(v);
+        };
+        if let Some(e) = &self.elf {
+            push("--elf", e.display().to_string());
+        }
+        if let Some(d) = self.demo {
+            let name = d.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+            push("--demo", name);
+        }
+        push("--board", self.board.display().to_string());
+        if let Some(p) = self.port_base {
+            push("--port-base", p.to_string());
+        }
+        push("--threads", self.threads.to_string());
+        if let Some(t) = &self.trace {
+            push("--trace", t.display().to_string());
+        }
+        if let Some(c) = self.trace_from {
+            push("--trace-from", c.to_string());
+        }
+        if let Some(c) = self.trace_to {
+            push("--trace-to", c.to_string());
+        }
+        if let Some(c) = self.max_cycles {
+            push("--max-cycles", c.to_string());
+        }
+        if let Some(p) = self.parent_pid {
+            push("--parent-pid", p.to_string());
+        }
+        if self.quiet {
+            a.push("--quiet".into());
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_round_trip() {
+        let mut o = SimOptions::with_demo(Demo::Echo);
+        o.trace = Some("w.fst".into());
+        o.trace_from = Some(10);
+        o.max_cycles = Some(99);
+        o.quiet = true;
+        let mut argv = vec!["ws-sim".to_string()];
+        argv.extend(o.to_args());
+        let p = SimOptions::try_parse_from(argv).unwrap();
+        assert_eq!(p.demo, Some(Demo::Echo));
+        assert_eq!(p.port_base, Some(0));
+        assert_eq!(p.trace_from, Some(10));
+        assert_eq!(p.max_cycles, Some(99));
+        assert!(p.quiet);
+    }
+
+    #[test]
+    fn needs_an_elf_or_a_demo() {
+        assert!(SimOptions::try_parse_from(["ws-sim"]).is_err());
+        assert!(SimOptions::try_parse_from(["ws-sim", "--elf", "a", "--demo", "spin"]).is_err());
+    }
+}

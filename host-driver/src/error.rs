@@ -1,0 +1,415 @@
+//! Typed errors: one top-level [`Error`] wrapping one enum per area.
+//!
+//! Every message says what failed and what to do next, so `wsctl` can print the chain as is.
+//! Each variant's doc comment is its message.
+
+use std::{io, net::SocketAddr, path::PathBuf, time::Duration};
+
+use ws_common::ctrl::Status;
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Any failure of the host driver.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Moving bytes over a link failed.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The device answered wrongly, refused, or did not answer.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// Starting, stopping or querying the simulator failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// A board description could not be found, read or validated.
+    #[error(transparent)]
+    Board(#[from] BoardError),
+    /// Reading or decoding defmt logs failed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl Error {
+    /// The device's status when the error is a refusal, for tests that expect one.
+    pub fn refusal(&self) -> Option<Status> {
+        match self {
+            Error::Protocol(ProtocolError::Refused { status, .. }) => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// True when the error is a request timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Protocol(ProtocolError::Timeout { .. }))
+    }
+}
+
+/// Failures of a [`crate::transport::Transport`].
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// no simulator answered at {addr} ({source}): start one with `wsctl sim start` or `cargo xtask run`
+    #[error("no simulator answered at {addr} ({source}): start one with `wsctl sim start` or `cargo xtask run`")]
+    NoSimulator {
+        /// Where we tried.
+        addr: SocketAddr,
+        /// Why the connection failed.
+        source: io::Error,
+    },
+    /// `{addr}` is not a usable host:port address ({reason}): pass one like `--addr 127.0.0.1:7450`
+    #[error("`{addr}` is not a usable host:port address ({reason}): pass one like `--addr 127.0.0.1:7450`")]
+    BadAddress {
+        /// What was given.
+        addr: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// {op} on {peer} failed ({source}): check the simulator is still running (`wsctl sim status`) and retry
+    #[error("{op} on {peer} failed ({source}): check the simulator is still running (`wsctl sim status`) and retry")]
+    Io {
+        /// What we were doing: "send", "receive", "configure".
+        op: &'static str,
+        /// The link's description.
+        peer: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {peer} closed the connection: the simulator exited or dropped the link; see `wsctl sim status` and target/ws-sim/sim.log, then reconnect
+    #[error(
+        "{peer} closed the connection: the simulator exited or dropped the link; see `wsctl sim status` and target/ws-sim/sim.log, then reconnect"
+    )]
+    Closed {
+        /// The link's description.
+        peer: String,
+    },
+    /// the fake device behind {peer} is gone: a test's device closure panicked earlier; fix that test's device model
+    #[error("the fake device behind {peer} is gone: a test's device closure panicked earlier; fix that test's device model")]
+    FakeDeviceGone {
+        /// The link's description.
+        peer: String,
+    },
+}
+
+/// Failures of the control protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)
+    #[error(
+        "no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)"
+    )]
+    Timeout {
+        /// Command name.
+        command: &'static str,
+        /// Request id that went unanswered.
+        req_id: u16,
+        /// The link's description.
+        peer: String,
+        /// How long we waited.
+        timeout: Duration,
+        /// Empty, or a note about frame errors the device reported meanwhile.
+        frame_errors: String,
+    },
+    /// the device refused {command}: {} ({status:?}){context}
+    #[error("the device refused {command}: {} ({status:?}){context}", status.describe())]
+    Refused {
+        /// Command name.
+        command: &'static str,
+        /// The device's status byte.
+        status: Status,
+        /// Empty, or " at 0x…" style detail added by the typed helper.
+        context: String,
+    },
+    /// could not parse the device's answer to {command} ({}): host and firmware disagree on the protocol; rebuild both from the same commit
+    #[error(
+        "could not parse the device's answer to {command} ({}): host and firmware disagree on the protocol; rebuild both from the same commit",
+        status.describe()
+    )]
+    BadResponse {
+        /// Command name.
+        command: &'static str,
+        /// Why decoding failed.
+        status: Status,
+    },
+    /// could not encode {command} ({}): the request is larger than a frame or malformed; split it or fix its arguments
+    #[error(
+        "could not encode {command} ({}): the request is larger than a frame or malformed; split it or fix its arguments",
+        status.describe()
+    )]
+    Encode {
+        /// Command name.
+        command: &'static str,
+        /// Why encoding failed.
+        status: Status,
+    },
+    /// ping echo mismatch: sent nonce {sent:#010x}, got {got:#010x}; the link delivered a stale or corrupted answer, retry and check `wsctl stats` for bad frames
+    #[error(
+        "ping echo mismatch: sent nonce {sent:#010x}, got {got:#010x}; the link delivered a stale or corrupted answer, retry and check `wsctl stats` for bad frames"
+    )]
+    EchoMismatch {
+        /// Nonce sent.
+        sent: u32,
+        /// Nonce echoed.
+        got: u32,
+    },
+    /// peek at {addr:#010x} asked for {want} bytes but the device returned {got}: host and firmware disagree on the protocol; rebuild both from the same commit
+    #[error(
+        "peek at {addr:#010x} asked for {want} bytes but the device returned {got}: host and firmware disagree on the protocol; rebuild both from the same commit"
+    )]
+    ShortPeek {
+        /// Chunk start address.
+        addr: u32,
+        /// Bytes requested.
+        want: usize,
+        /// Bytes returned.
+        got: usize,
+    },
+    /// the range at {addr:#010x} + {len} bytes wraps past the end of the 32-bit address space: use a smaller length
+    #[error("the range at {addr:#010x} + {len} bytes wraps past the end of the 32-bit address space: use a smaller length")]
+    AddressOverflow {
+        /// Start address.
+        addr: u32,
+        /// Length asked for.
+        len: usize,
+    },
+}
+
+/// Failures of simulator process management.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// could not find the `ws-sim` binary (looked at {}): build it with `cargo build -p ws-hdl --bin ws-sim`, or point WS_SIM_BIN at it
+    #[error(
+        "could not find the `ws-sim` binary (looked at {}): build it with `cargo build -p ws-hdl --bin ws-sim`, or point WS_SIM_BIN at it",
+        list_paths(looked)
+    )]
+    BinaryNotFound {
+        /// Every place we looked.
+        looked: Vec<PathBuf>,
+    },
+    /// firmware ELF {} does not exist: build it with `cd firmware && cargo build --release`, or pass `--elf PATH`
+    #[error(
+        "firmware ELF {} does not exist: build it with `cd firmware && cargo build --release`, or pass `--elf PATH`",
+        path.display()
+    )]
+    ElfNotFound {
+        /// The path given or defaulted.
+        path: PathBuf,
+    },
+    /// could not start {} ({source}): check that the file is an executable ws-sim build, or rebuild it with `cargo build -p ws-hdl --bin ws-sim`
+    #[error(
+        "could not start {} ({source}): check that the file is an executable ws-sim build, or rebuild it with `cargo build -p ws-hdl --bin ws-sim`",
+        bin.display()
+    )]
+    Spawn {
+        /// The binary.
+        bin: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// the simulator did not report READY within {waited:?}; the last lines of {}:\n{tail}\nfix the problem shown above, or wait longer (WS_SIM_READY_TIMEOUT=seconds; the first start builds the Verilated model)
+    #[error(
+        "the simulator did not report READY within {waited:?}; the last lines of {}:\n{tail}\nfix the problem shown above, or wait longer (WS_SIM_READY_TIMEOUT=seconds; the first start builds the Verilated model)",
+        log.display()
+    )]
+    NotReady {
+        /// How long we waited.
+        waited: Duration,
+        /// Where its output went.
+        log: PathBuf,
+        /// The end of that output.
+        tail: String,
+    },
+    /// the simulator exited ({status}) before it was ready; the last lines of {}:\n{tail}\nfix the problem shown above and start it again
+    #[error(
+        "the simulator exited ({status}) before it was ready; the last lines of {}:\n{tail}\nfix the problem shown above and start it again",
+        log.display()
+    )]
+    ExitedEarly {
+        /// Exit status as text.
+        status: String,
+        /// Where its output went.
+        log: PathBuf,
+        /// The end of that output.
+        tail: String,
+    },
+    /// a simulator is already running (pid {pid}, control {ctrl}): stop it with `wsctl sim stop`, or use it as it is
+    #[error("a simulator is already running (pid {pid}, control {ctrl}): stop it with `wsctl sim stop`, or use it as it is")]
+    AlreadyRunning {
+        /// Its pid.
+        pid: u32,
+        /// Its control address.
+        ctrl: SocketAddr,
+    },
+    /// no simulator is running ({reason}): start one with `wsctl sim start`
+    #[error("no simulator is running ({reason}): start one with `wsctl sim start`")]
+    NotRunning {
+        /// Why we think so.
+        reason: String,
+    },
+    /// the simulator's control port {addr} failed during `{command}` ({source}): check `wsctl sim status`; if it is wedged, `wsctl sim stop` kills it
+    #[error(
+        "the simulator's control port {addr} failed during `{command}` ({source}): check `wsctl sim status`; if it is wedged, `wsctl sim stop` kills it"
+    )]
+    Ctrl {
+        /// Control address.
+        addr: SocketAddr,
+        /// The line we sent.
+        command: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// the simulator answered `{command}` with `{reply}`, which is not the JSON expected: ws-sim and wsctl are out of step; rebuild both from the same commit
+    #[error(
+        "the simulator answered `{command}` with `{reply}`, which is not the JSON expected: ws-sim and wsctl are out of step; rebuild both from the same commit"
+    )]
+    CtrlReply {
+        /// The line we sent.
+        command: String,
+        /// What came back.
+        reply: String,
+    },
+    /// could not {op} the simulator state file {} ({source}): check the permissions of its folder, or delete the file
+    #[error(
+        "could not {op} the simulator state file {} ({source}): check the permissions of its folder, or delete the file",
+        path.display()
+    )]
+    StateIo {
+        /// "read", "write" or "remove".
+        op: &'static str,
+        /// The state file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// the simulator state file {} is corrupt ({source}): delete it; if a simulator is still running, stop it by its pid
+    #[error(
+        "the simulator state file {} is corrupt ({source}): delete it; if a simulator is still running, stop it by its pid",
+        path.display()
+    )]
+    StateParse {
+        /// The state file.
+        path: PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// could not open the simulator log {} ({source}): check the permissions of target/ws-sim
+    #[error("could not open the simulator log {} ({source}): check the permissions of target/ws-sim", path.display())]
+    LogFile {
+        /// The log file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// simulator pid {pid} is still alive after SIGKILL: it may be stuck in the kernel; check it with `ps -p {pid}`
+    #[error("simulator pid {pid} is still alive after SIGKILL: it may be stuck in the kernel; check it with `ps -p {pid}`")]
+    Unkillable {
+        /// Its pid.
+        pid: u32,
+    },
+}
+
+/// Failures to find, read or validate a board description.
+#[derive(Debug, thiserror::Error)]
+pub enum BoardError {
+    /// no board `{name}` (looked for {}); boards available: {available}: pass `--board` with one of them or a path to a board.toml, or set WS_BOARD
+    #[error(
+        "no board `{name}` (looked for {}); boards available: {available}: pass `--board` with one of them or a path to a board.toml, or set WS_BOARD",
+        looked.display()
+    )]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The file we expected.
+        looked: PathBuf,
+        /// Boards found in the boards folder, comma separated.
+        available: String,
+    },
+    /// could not read board file {} ({source}): check that it exists and is readable
+    #[error("could not read board file {} ({source}): check that it exists and is readable", path.display())]
+    Read {
+        /// The board file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {} is not a valid board file: {source}fix it (docs/host.md lists the fields)
+    #[error("{} is not a valid board file: {source}fix it (docs/host.md lists the fields)", path.display())]
+    Parse {
+        /// The board file.
+        path: PathBuf,
+        /// The TOML error, which quotes the offending line.
+        source: toml::de::Error,
+    },
+    /// {}: {problem}; fix the board file (docs/host.md lists the fields)
+    #[error("{}: {problem}; fix the board file (docs/host.md lists the fields)", path.display())]
+    Invalid {
+        /// The board file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// board `{board}` uses link kind `{kind}`, which this host driver has no transport for yet: use the sim board, pass `--addr` to reach a simulator, or add a transport (docs/host.md)
+    #[error(
+        "board `{board}` uses link kind `{kind}`, which this host driver has no transport for yet: use the sim board, pass `--addr` to reach a simulator, or add a transport (docs/host.md)"
+    )]
+    NoTransport {
+        /// Board name.
+        board: String,
+        /// The link kind.
+        kind: String,
+    },
+}
+
+/// Failures reading or decoding defmt logs.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// could not read firmware ELF {} ({source}): build it with `cd firmware && cargo build --release`, or pass `--elf PATH`
+    #[error(
+        "could not read firmware ELF {} ({source}): build it with `cd firmware && cargo build --release`, or pass `--elf PATH`",
+        path.display()
+    )]
+    ReadElf {
+        /// The ELF path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {} has no `.defmt` section, so it cannot decode logs: pass the defmt firmware ELF the simulator runs
+    #[error("{} has no `.defmt` section, so it cannot decode logs: pass the defmt firmware ELF the simulator runs", path.display())]
+    NoDefmt {
+        /// The ELF path.
+        path: PathBuf,
+    },
+    /// could not read the defmt table of {} ({reason}): rebuild the firmware with a defmt version this host decodes (wire format 3 or 4)
+    #[error(
+        "could not read the defmt table of {} ({reason}): rebuild the firmware with a defmt version this host decodes (wire format 3 or 4)",
+        path.display()
+    )]
+    Table {
+        /// The ELF path.
+        path: PathBuf,
+        /// What defmt-decoder reported.
+        reason: String,
+    },
+    /// no log stream answered at {addr} ({source}): start a simulator with `wsctl sim start`, or check its log port with `wsctl sim status`
+    #[error(
+        "no log stream answered at {addr} ({source}): start a simulator with `wsctl sim start`, or check its log port with `wsctl sim status`"
+    )]
+    Connect {
+        /// The log address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// reading the log stream from {addr} failed ({source}): the simulator may have exited; check `wsctl sim status`
+    #[error("reading the log stream from {addr} failed ({source}): the simulator may have exited; check `wsctl sim status`")]
+    Io {
+        /// The log address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+fn list_paths(paths: &[PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
