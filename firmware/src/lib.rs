@@ -32,9 +32,7 @@ pub mod rt;
 #[cfg(target_arch = "riscv32")]
 pub mod tick;
 
-/// LED pattern of a stopped (panicked) firmware: 0b1010_0101, which the timer's blink (LED0
-/// only) never produces.
-pub const PANIC_LEDS: u8 = 0xa5;
+pub use ws_common::ctrl::PANIC_LEDS;
 
 /// Firmware version (major, minor, patch) from `CARGO_PKG_VERSION`, as `Identity` reports it.
 pub const FW_VERSION: [u8; 3] = [

@@ -1,1 +1,170 @@
-//! placeholder
+//! `hil-tests`: hardware-in-the-loop scenarios for weightstream boards.
+//!
+//! Each scenario is one file under `tests/` and talks to the board only through the host
+//! driver, exactly as `wsctl` does, so the same code runs against the simulated board (the
+//! default) and a real one chosen with `WS_BOARD=<name or path to board.toml>`.
+//!
+//! [`Rig::open`] is the one way in. A scenario states what it [`Needs`]; when the chosen board
+//! cannot provide it, the rig prints why the scenario is skipped and returns `None`:
+//!
+//! ```no_run
+//! use hil_tests::{Needs, Rig};
+//! let Some(mut rig) = Rig::open("boot_identity", Needs::default()) else { return };
+//! let id = rig.client.identity().unwrap();
+//! assert!(id.clk_hz > 0);
+//! ```
+//!
+//! On the simulated board every scenario gets its own simulator on ephemeral loopback ports
+//! (so scenarios run in parallel), running the firmware ELF named by `WS_FIRMWARE_ELF`
+//! (default `target/riscv32imc-unknown-none-elf/release/ws-firmware`), and the simulator is
+//! ended when the rig is dropped, even when the scenario fails.
+#![warn(missing_docs)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use host_driver::board::{Board, BoardKind};
+use host_driver::client::Client;
+use host_driver::logs::{DefmtLog, LogLine, LogStream};
+use host_driver::transport::SimTransport;
+use ws_hdl::sim::{SimOptions, SimProcess};
+
+/// What a scenario needs from the board and its wiring.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Needs {
+    /// The defmt log stream must be readable by the host (the simulator's log port, or a
+    /// log UART wired to the host on a real board).
+    pub defmt_log: bool,
+    /// The scenario measures time in simulated cycles through the simulator's control port.
+    pub sim_control: bool,
+}
+
+/// A connected board, ready for a scenario.
+pub struct Rig {
+    /// The control-protocol client on the board's host link.
+    pub client: Client,
+    /// The board description.
+    pub board: Board,
+    /// The firmware ELF the board runs (for decoding its defmt log).
+    pub elf: PathBuf,
+    sim: Option<SimProcess>,
+    log_addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for Rig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rig").field("board", &self.board.name).field("elf", &self.elf).finish()
+    }
+}
+
+/// The workspace root (hil-tests lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// The firmware ELF under test: `WS_FIRMWARE_ELF`, else the release build of `cargo xtask build`.
+pub fn firmware_elf() -> PathBuf {
+    match std::env::var_os("WS_FIRMWARE_ELF") {
+        Some(p) => PathBuf::from(p),
+        None => workspace_root().join("target/riscv32imc-unknown-none-elf/release/ws-firmware"),
+    }
+}
+
+/// How long the firmware may take from reset to its first answer, in wall time. Generous:
+/// the simulator may be sharing two cores with a parallel build.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Rig {
+    /// Opens the board chosen by `WS_BOARD` (default: the simulated board) for `scenario`.
+    ///
+    /// Returns `None`, after printing the reason, when the board cannot run the scenario.
+    /// Panics with the driver's message when the board should work but does not: that is a
+    /// failure, not a skip.
+    pub fn open(scenario: &str, needs: Needs) -> Option<Rig> {
+        let name = std::env::var("WS_BOARD").unwrap_or_else(|_| "sim".into());
+        let board = match Board::load(&name) {
+            Ok(b) => b,
+            Err(e) => panic!("{scenario}: cannot load board `{name}`: {e}"),
+        };
+        if needs.sim_control && board.kind != BoardKind::Sim {
+            return skip(scenario, "it measures simulated cycles, which only the simulator reports");
+        }
+        if board.kind != BoardKind::Sim {
+            // Real boards reach the host through the link transports of the link issue; until
+            // a transport for this board's link exists there is nothing to run against.
+            let why = format!(
+                "board `{}` has a `{}` link, for which the host driver has no transport yet",
+                board.name,
+                board.link.kind()
+            );
+            return skip(scenario, &why);
+        }
+        let elf = firmware_elf();
+        if !elf.exists() {
+            panic!(
+                "{scenario}: firmware ELF {} does not exist: run `cargo xtask build` first",
+                elf.display()
+            );
+        }
+        let mut opts = SimOptions::with_elf(&elf);
+        opts.board = board.path.clone();
+        opts.quiet = true;
+        let sim =
+            SimProcess::start(&opts).unwrap_or_else(|e| panic!("{scenario}: starting the simulator: {e}"));
+        let transport = SimTransport::connect(sim.link_addr())
+            .unwrap_or_else(|e| panic!("{scenario}: connecting to the simulator's host link: {e}"));
+        let mut client = Client::new(Box::new(transport));
+        wait_for_boot(scenario, &mut client);
+        Some(Rig { client, board, elf, log_addr: Some(sim.log_addr()), sim: Some(sim) })
+    }
+
+    /// The simulator behind the rig, on the simulated board.
+    pub fn sim(&self) -> Option<&SimProcess> {
+        self.sim.as_ref()
+    }
+
+    /// Every defmt log line the board has printed so far, decoded against [`Rig::elf`]. Waits
+    /// until the stream has been quiet for `quiet`.
+    pub fn log_lines(&self, quiet: Duration) -> Vec<LogLine> {
+        let addr = self.log_addr.expect("log stream: the scenario should have asked for Needs::defmt_log");
+        let log = DefmtLog::from_elf(&self.elf).unwrap_or_else(|e| panic!("{e}"));
+        let mut stream = LogStream::connect(addr, log).unwrap_or_else(|e| panic!("{e}"));
+        stream.read_available(quiet).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Waits until a log line containing `needle` appears, or `timeout` passes; returns every
+    /// line read.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Vec<LogLine> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let lines = self.log_lines(Duration::from_millis(200));
+            if lines.iter().any(|l| l.message.contains(needle)) || Instant::now() > deadline {
+                return lines;
+            }
+        }
+    }
+}
+
+/// Pings until the firmware answers (it may still be booting), failing the scenario after
+/// [`BOOT_TIMEOUT`].
+fn wait_for_boot(scenario: &str, client: &mut Client) {
+    let start = Instant::now();
+    client.set_timeout(Duration::from_millis(500));
+    loop {
+        match client.ping(0x0b00_7000) {
+            Ok(_) => break,
+            Err(e) if start.elapsed() < BOOT_TIMEOUT && e.is_timeout() => continue,
+            Err(e) => {
+                panic!("{scenario}: the firmware did not answer a ping after {:?}: {e}", start.elapsed())
+            }
+        }
+    }
+    client.set_timeout(Duration::from_secs(10));
+}
+
+fn skip(scenario: &str, why: &str) -> Option<Rig> {
+    eprintln!("SKIPPED {scenario}: {why}");
+    None
+}

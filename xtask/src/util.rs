@@ -13,7 +13,10 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new() -> Self {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf();
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xtask lives in the workspace")
+            .to_path_buf();
         Self { root }
     }
 
@@ -60,7 +63,9 @@ pub fn run_quiet(label: &str, cmd: &mut Command) -> Result<()> {
 /// A spinner on stderr (hidden automatically when stderr is not a terminal).
 pub fn spinner(label: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new_spinner();
-    pb.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+    );
     pb.set_message(label.to_string());
     pb.enable_steady_tick(Duration::from_millis(120));
     pb

@@ -12,18 +12,31 @@ pub fn reference(m: &RegMap) -> String {
     for r in &m.soc.region {
         let _ = writeln!(s, "| `{}` | `{:#010x}` | `{:#x}` | {} |", r.name, r.base, r.size, r.desc);
     }
-    let _ = writeln!(s, "\n## Register blocks\n\n| slot | block | base | id | version |\n|---|---|---|---|---|");
+    let _ =
+        writeln!(s, "\n## Register blocks\n\n| slot | block | base | id | version |\n|---|---|---|---|---|");
     for b in &m.blocks {
-        let _ = writeln!(s, "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} |", b.slot, b.info.name, b.info.name, b.base, b.info.id, b.info.version[0], b.info.version[1]);
+        let _ = writeln!(
+            s,
+            "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} |",
+            b.slot, b.info.name, b.info.name, b.base, b.info.id, b.info.version[0], b.info.version[1]
+        );
     }
     let _ = writeln!(s, "\n## Interrupts\n\n| line | name | description |\n|---|---|---|");
     for i in &m.soc.irq {
         let _ = writeln!(s, "| {} | `{}` | {} |", i.line, i.name, i.desc);
     }
     for b in &m.blocks {
-        let _ = writeln!(s, "\n## {}\n\n{}\n\nBase `{:#010x}`, ID word `{:#010x}`.\n", b.info.name, b.info.desc, b.base, b.id_word());
+        let _ = writeln!(
+            s,
+            "\n## {}\n\n{}\n\nBase `{:#010x}`, ID word `{:#010x}`.\n",
+            b.info.name,
+            b.info.desc,
+            b.base,
+            b.id_word()
+        );
         let _ = writeln!(s, "| offset | register | field | bits | access | reset | description |\n|---|---|---|---|---|---|---|");
-        let _ = writeln!(s, "| `0x000` | `ID` | | 31:0 | ro | `{:#010x}` | block id and version |", b.id_word());
+        let _ =
+            writeln!(s, "| `0x000` | `ID` | | 31:0 | ro | `{:#010x}` | block id and version |", b.id_word());
         for r in &b.regs {
             for (k, f) in r.fields.iter().enumerate() {
                 let (off, name, desc) = if k == 0 {
@@ -47,7 +60,8 @@ pub fn reference(m: &RegMap) -> String {
                 );
             }
             if r.read_pulse {
-                let _ = writeln!(s, "| | | | | | | *Reading {} has a side effect (pops or latches).* |", r.name);
+                let _ =
+                    writeln!(s, "| | | | | | | *Reading {} has a side effect (pops or latches).* |", r.name);
             }
         }
     }

@@ -138,52 +138,109 @@ pub struct RegMap {
 }
 
 /// Rust keywords a register or field name would collide with in generated code.
-const RESERVED: &[&str] = &["as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn"];
+const RESERVED: &[&str] = &[
+    "as", "break", "const", "continue", "crate", "else", "enum", "extern", "false", "fn", "for", "if",
+    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static",
+    "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "async", "await", "dyn",
+];
 
 fn is_ident(s: &str) -> bool {
     !RESERVED.contains(&s.to_lowercase().as_str())
-        && !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !s.starts_with(|c: char| c.is_ascii_digit())
+        && !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
 }
 
 pub fn load(dir: &Path) -> Result<RegMap> {
     let soc_path = dir.join("soc.toml");
-    let soc: SocFile = toml::from_str(&std::fs::read_to_string(&soc_path).with_context(|| format!("reading {}", soc_path.display()))?)
-        .with_context(|| format!("parsing {}", soc_path.display()))?;
-    ensure!(soc.soc.slot_bytes.is_power_of_two() && soc.soc.slot_bytes == 0x1000, "soc.toml: slot_bytes must be 0x1000 (the CSR blocks decode 12 address bits)");
+    let soc: SocFile = toml::from_str(
+        &std::fs::read_to_string(&soc_path).with_context(|| format!("reading {}", soc_path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", soc_path.display()))?;
+    ensure!(
+        soc.soc.slot_bytes.is_power_of_two() && soc.soc.slot_bytes == 0x1000,
+        "soc.toml: slot_bytes must be 0x1000 (the CSR blocks decode 12 address bits)"
+    );
     let periph = soc.region.iter().find(|r| r.name == "periph").context("soc.toml: no `periph` region")?;
     let mut blocks = Vec::new();
     for sref in &soc.block {
         let rel = format!("hdl/regmap/{}.toml", sref.name);
         let path = dir.join(format!("{}.toml", sref.name));
-        let file: BlockFile = toml::from_str(&std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?)
-            .with_context(|| format!("parsing {}", path.display()))?;
-        ensure!(file.block.name == sref.name, "{rel}: block name `{}` does not match its file name", file.block.name);
+        let file: BlockFile = toml::from_str(
+            &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+        )
+        .with_context(|| format!("parsing {}", path.display()))?;
+        ensure!(
+            file.block.name == sref.name,
+            "{rel}: block name `{}` does not match its file name",
+            file.block.name
+        );
         ensure!(is_ident(&sref.name), "{rel}: block name must be an identifier");
-        ensure!(sref.slot * soc.soc.slot_bytes < periph.size, "{rel}: slot {} is outside the periph region", sref.slot);
+        ensure!(
+            sref.slot * soc.soc.slot_bytes < periph.size,
+            "{rel}: slot {} is outside the periph region",
+            sref.slot
+        );
         let mut seen = std::collections::BTreeSet::new();
         for r in &file.reg {
-            ensure!(is_ident(&r.name) && r.name == r.name.to_uppercase(), "{rel}: register `{}` must be an UPPER_SNAKE identifier", r.name);
+            ensure!(
+                is_ident(&r.name) && r.name == r.name.to_uppercase(),
+                "{rel}: register `{}` must be an UPPER_SNAKE identifier",
+                r.name
+            );
             ensure!(r.offset % 4 == 0 && r.offset != 0 && r.offset < soc.soc.slot_bytes, "{rel}: register {} offset {:#x} must be word aligned, non-zero (0 is the ID word) and inside the slot", r.name, r.offset);
             ensure!(seen.insert(r.offset), "{rel}: two registers at offset {:#x}", r.offset);
             ensure!(!r.fields.is_empty(), "{rel}: register {} has no fields", r.name);
             let mut used = 0u64;
             for f in &r.fields {
-                ensure!(is_ident(&f.name) && f.name == f.name.to_lowercase(), "{rel}: {}.{} must be a lower_snake identifier", r.name, f.name);
-                ensure!(f.bits[0] >= f.bits[1] && f.bits[0] < 32, "{rel}: {}.{} bits {:?} must be [msb, lsb] within 0..31", r.name, f.name, f.bits);
+                ensure!(
+                    is_ident(&f.name) && f.name == f.name.to_lowercase(),
+                    "{rel}: {}.{} must be a lower_snake identifier",
+                    r.name,
+                    f.name
+                );
+                ensure!(
+                    f.bits[0] >= f.bits[1] && f.bits[0] < 32,
+                    "{rel}: {}.{} bits {:?} must be [msb, lsb] within 0..31",
+                    r.name,
+                    f.name,
+                    f.bits
+                );
                 let mask = ((1u64 << f.width()) - 1) << f.lsb();
                 ensure!(used & mask == 0, "{rel}: {}.{} overlaps another field", r.name, f.name);
                 used |= mask;
                 if let Some(reset) = f.reset {
-                    ensure!(f.access == Access::Rw, "{rel}: {}.{}: only rw fields take a reset value", r.name, f.name);
-                    ensure!(reset >> f.width() == 0, "{rel}: {}.{}: reset {reset:#x} does not fit in {} bits", r.name, f.name, f.width());
+                    ensure!(
+                        f.access == Access::Rw,
+                        "{rel}: {}.{}: only rw fields take a reset value",
+                        r.name,
+                        f.name
+                    );
+                    ensure!(
+                        reset >> f.width() == 0,
+                        "{rel}: {}.{}: reset {reset:#x} does not fit in {} bits",
+                        r.name,
+                        f.name,
+                        f.width()
+                    );
                 }
                 if r.read_pulse {
-                    ensure!(f.access == Access::Ro, "{rel}: {}: read_pulse registers may only hold ro fields", r.name);
+                    ensure!(
+                        f.access == Access::Ro,
+                        "{rel}: {}: read_pulse registers may only hold ro fields",
+                        r.name
+                    );
                 }
             }
         }
         let slot = sref.slot;
-        blocks.push(Block { base: periph.base + slot * soc.soc.slot_bytes, slot, info: file.block, regs: file.reg, source: rel });
+        blocks.push(Block {
+            base: periph.base + slot * soc.soc.slot_bytes,
+            slot,
+            info: file.block,
+            regs: file.reg,
+            source: rel,
+        });
     }
     let mut slots = std::collections::BTreeSet::new();
     for b in &blocks {

@@ -29,7 +29,11 @@ pub fn constants(m: &RegMap) -> String {
         doc(&mut s, "    ", &format!("Size of `{}` in bytes.", r.name));
         let _ = writeln!(s, "    pub const {n}_SIZE: u32 = {:#010x};", r.size);
     }
-    let _ = writeln!(s, "    /// Bytes per register-block slot.\n    pub const SLOT_BYTES: u32 = {:#x};\n}}\n", m.soc.soc.slot_bytes);
+    let _ = writeln!(
+        s,
+        "    /// Bytes per register-block slot.\n    pub const SLOT_BYTES: u32 = {:#x};\n}}\n",
+        m.soc.soc.slot_bytes
+    );
     let _ = writeln!(s, "/// CV32E40P interrupt lines (mcause codes).\npub mod irq {{");
     for i in &m.soc.irq {
         doc(&mut s, "    ", &i.desc);
@@ -44,9 +48,15 @@ pub fn constants(m: &RegMap) -> String {
         let _ = writeln!(s, "    /// Register slot.\n    pub const SLOT: u32 = {};", b.slot);
         let _ = writeln!(s, "    /// Base address.\n    pub const BASE: u32 = {:#010x};", b.base);
         let _ = writeln!(s, "    /// Block ID in the ID word.\n    pub const ID: u16 = {:#06x};", b.info.id);
-        let _ = writeln!(s, "    /// Major version.\n    pub const VERSION_MAJOR: u8 = {};", b.info.version[0]);
-        let _ = writeln!(s, "    /// Minor version.\n    pub const VERSION_MINOR: u8 = {};", b.info.version[1]);
-        let _ = writeln!(s, "    /// The ID word read at offset 0.\n    pub const ID_WORD: u32 = {:#010x};", b.id_word());
+        let _ =
+            writeln!(s, "    /// Major version.\n    pub const VERSION_MAJOR: u8 = {};", b.info.version[0]);
+        let _ =
+            writeln!(s, "    /// Minor version.\n    pub const VERSION_MINOR: u8 = {};", b.info.version[1]);
+        let _ = writeln!(
+            s,
+            "    /// The ID word read at offset 0.\n    pub const ID_WORD: u32 = {:#010x};",
+            b.id_word()
+        );
         let _ = writeln!(s, "    /// Offset of the ID word.\n    pub const ID_OFFSET: u32 = 0x0;");
         for r in &b.regs {
             doc(&mut s, "    ", &format!("Offset of {}: {}", r.name, r.desc));
@@ -71,7 +81,10 @@ pub fn constants(m: &RegMap) -> String {
         }
         let _ = writeln!(s, "}}\n");
     }
-    let _ = writeln!(s, "/// Every register block of the SoC, in slot order.\npub const BLOCKS: &[BlockDesc] = &[");
+    let _ = writeln!(
+        s,
+        "/// Every register block of the SoC, in slot order.\npub const BLOCKS: &[BlockDesc] = &["
+    );
     for b in &m.blocks {
         let _ = writeln!(
             s,
@@ -130,10 +143,12 @@ impl Reg {
         doc(&mut s, "", &format!("The `{name}` block: {}", b.info.desc));
         let _ = writeln!(s, "#[derive(Debug)]\npub struct {ty} {{\n    _private: (),\n}}\n");
         let _ = writeln!(s, "impl {ty} {{");
-        let _ = writeln!(s, "    /// Base address.\n    pub const BASE: usize = regmap::{name}::BASE as usize;");
+        let _ =
+            writeln!(s, "    /// Base address.\n    pub const BASE: usize = regmap::{name}::BASE as usize;");
         let _ = writeln!(s, "    /// The block's ID word (offset 0).\n    #[inline(always)]\n    pub fn id(&self) -> Reg {{\n        Reg(Self::BASE)\n    }}");
         for r in &b.regs {
-            let acc: Vec<String> = r.fields.iter().map(|f| format!("{:?}", f.access).to_lowercase()).collect();
+            let acc: Vec<String> =
+                r.fields.iter().map(|f| format!("{:?}", f.access).to_lowercase()).collect();
             let mut acc_u = acc.clone();
             acc_u.dedup();
             doc(&mut s, "    ", &format!("{} ({}): {}", r.name, acc_u.join("/"), r.desc));
@@ -147,9 +162,18 @@ impl Reg {
         }
         let _ = writeln!(s, "}}\n");
     }
-    let _ = writeln!(s, "/// Every register block, each owned once.\n#[derive(Debug)]\npub struct Peripherals {{");
+    let _ = writeln!(
+        s,
+        "/// Every register block, each owned once.\n#[derive(Debug)]\npub struct Peripherals {{"
+    );
     for b in &m.blocks {
-        let _ = writeln!(s, "    /// The `{}` block.\n    pub {}: {},", b.info.name, b.info.name, camel(&b.info.name));
+        let _ = writeln!(
+            s,
+            "    /// The `{}` block.\n    pub {}: {},",
+            b.info.name,
+            b.info.name,
+            camel(&b.info.name)
+        );
     }
     let _ = writeln!(s, "}}\n");
     s.push_str(

@@ -48,7 +48,11 @@ pub fn csr_block(b: &Block) -> String {
         }
     }
     let _ = writeln!(s, "// {HEADER}\n// Source: {}\n//", b.source);
-    let _ = writeln!(s, "// ws_{name}_csr: register file of the `{name}` block (slot {}, base {:#010x}).", b.slot, b.base);
+    let _ = writeln!(
+        s,
+        "// ws_{name}_csr: register file of the `{name}` block (slot {}, base {:#010x}).",
+        b.slot, b.base
+    );
     let _ = writeln!(s, "// {}", b.info.desc);
     let _ = writeln!(
         s,
@@ -61,9 +65,15 @@ pub fn csr_block(b: &Block) -> String {
     let _ = writeln!(s, "`default_nettype none\n\nmodule ws_{name}_csr (");
     let _ = writeln!(s, "    input  wire        clk,\n    input  wire        rst,");
     let _ = writeln!(s, "    input  wire        reg_req,\n    input  wire        reg_we,");
-    let _ = writeln!(s, "    // Bits 1:0 are ignored: every register is a whole word; byte enables apply to rw fields.");
+    let _ = writeln!(
+        s,
+        "    // Bits 1:0 are ignored: every register is a whole word; byte enables apply to rw fields."
+    );
     let _ = writeln!(s, "    /* verilator lint_off UNUSEDSIGNAL */");
-    let _ = writeln!(s, "    input  wire [11:0] reg_addr,\n    input  wire [31:0] reg_wdata,\n    input  wire [ 3:0] reg_be,");
+    let _ = writeln!(
+        s,
+        "    input  wire [11:0] reg_addr,\n    input  wire [31:0] reg_wdata,\n    input  wire [ 3:0] reg_be,"
+    );
     let _ = writeln!(s, "    /* verilator lint_on UNUSEDSIGNAL */");
     let _ = write!(s, "    output wire [31:0] reg_rdata");
     for p in &ports {
@@ -100,7 +110,10 @@ pub fn csr_block(b: &Block) -> String {
                     let _ = writeln!(s, "    reg  {} {p}_reg;", range(w));
                     let _ = writeln!(s, "    always @(posedge clk) begin");
                     let _ = writeln!(s, "        if (rst) {p}_reg <= {w}'h{reset:x};");
-                    let _ = writeln!(s, "        else if (wr && sel_{rn}) {p}_reg <= ({p}_reg & ~wmask{sl}) | wbits{sl};");
+                    let _ = writeln!(
+                        s,
+                        "        else if (wr && sel_{rn}) {p}_reg <= ({p}_reg & ~wmask{sl}) | wbits{sl};"
+                    );
                     let _ = writeln!(s, "    end");
                     let _ = writeln!(s, "    assign {p} = {p}_reg;");
                 }
@@ -177,7 +190,10 @@ pub fn soc_map(m: &RegMap) -> String {
             mask |= 1 << b.slot;
         }
     }
-    let _ = writeln!(s, "localparam [31:0] SLOT_MASK = 32'h{mask:08x};  // populated slots, as sysinfo SLOTS reports");
+    let _ = writeln!(
+        s,
+        "localparam [31:0] SLOT_MASK = 32'h{mask:08x};  // populated slots, as sysinfo SLOTS reports"
+    );
     for i in &m.soc.irq {
         let _ = writeln!(s, "localparam integer IRQ_{} = {};  // {}", i.name.to_uppercase(), i.line, i.desc);
     }
