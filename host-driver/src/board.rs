@@ -251,8 +251,8 @@ impl Board {
             }
             (file, Some(name_or_path))
         };
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| BoardError::Read { path: path.clone(), source })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| BoardError::Read { path: path.clone(), source })?;
         let mut board = Board::parse(&text, &path)?;
         if let Some(want) = expect_name {
             if board.name != want {
@@ -287,7 +287,10 @@ impl Board {
         if self.name.is_empty()
             || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         {
-            return bad(format!("board name `{}` must be non-empty ASCII letters, digits, `-` or `_`", self.name));
+            return bad(format!(
+                "board name `{}` must be non-empty ASCII letters, digits, `-` or `_`",
+                self.name
+            ));
         }
         if self.clock_hz == 0 {
             return bad("`clock_hz` must be above 0".into());
@@ -473,9 +476,10 @@ port = 7453
 
     #[test]
     fn unsupported_link_loads_but_has_no_transport() {
-        let fpga = SIM
-            .replace("kind = \"sim\"\nclock", "kind = \"fpga\"\nclock")
-            .replace("kind = \"sim\"\nhost = \"127.0.0.1\"\nport_base = 7450", "kind = \"usb\"\nvid = 0x0403");
+        let fpga = SIM.replace("kind = \"sim\"\nclock", "kind = \"fpga\"\nclock").replace(
+            "kind = \"sim\"\nhost = \"127.0.0.1\"\nport_base = 7450",
+            "kind = \"usb\"\nvid = 0x0403",
+        );
         let b = parse(&fpga).unwrap();
         assert_eq!(b.link.kind(), "usb");
         let e = b.sim_link().unwrap_err().to_string();
@@ -486,7 +490,8 @@ port = 7453
     fn missing_board_lists_what_exists() {
         let dir = std::env::temp_dir().join(format!("ws-boards-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("alpha")).unwrap();
-        std::fs::write(dir.join("alpha/board.toml"), SIM.replace("\"sim\"\nkind", "\"alpha\"\nkind")).unwrap();
+        std::fs::write(dir.join("alpha/board.toml"), SIM.replace("\"sim\"\nkind", "\"alpha\"\nkind"))
+            .unwrap();
         assert_eq!(available(&dir), "alpha");
         let b = Board::load(dir.join("alpha").to_str().unwrap()).unwrap();
         assert_eq!(b.name, "alpha");

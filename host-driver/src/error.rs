@@ -49,7 +49,9 @@ impl Error {
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     /// no simulator answered at {addr} ({source}): start one with `wsctl sim start` or `cargo xtask run`
-    #[error("no simulator answered at {addr} ({source}): start one with `wsctl sim start` or `cargo xtask run`")]
+    #[error(
+        "no simulator answered at {addr} ({source}): start one with `wsctl sim start` or `cargo xtask run`"
+    )]
     NoSimulator {
         /// Where we tried.
         addr: SocketAddr,
@@ -304,6 +306,23 @@ pub enum SimError {
     Unkillable {
         /// Its pid.
         pid: u32,
+    },
+    /// the simulator refused `{command}`: {reason}
+    #[error("the simulator refused `{command}`: {reason}")]
+    CtrlRefused {
+        /// The line we sent.
+        command: String,
+        /// The simulator's `error` field, which says what to do.
+        reason: String,
+    },
+    /// interrupted while waiting for the simulator to become ready; it was stopped (its output is in {}): run `wsctl sim start` again
+    #[error(
+        "interrupted while waiting for the simulator to become ready; it was stopped (its output is in {}): run `wsctl sim start` again",
+        log.display()
+    )]
+    Cancelled {
+        /// Where its output went.
+        log: PathBuf,
     },
 }
 

@@ -1,1 +1,36 @@
-//! placeholder
+//! `host_driver`: the host side of a weightstream board.
+//!
+//! The library sits between `wsctl` (and the hil-tests) and a board: the simulated one that
+//! `ws-sim` serves on loopback TCP ports, or, once the link transports exist, a real FPGA
+//! board. Everything a test would want to call lives here; `wsctl` only parses arguments and
+//! prints.
+//!
+//! - [`board`]: `boards/<name>/board.toml`, loaded and validated.
+//! - [`transport`]: the [`Transport`](transport::Transport) trait, the simulator's TCP link
+//!   and an in-memory [`FakeLink`](transport::FakeLink) with a [`FakeBoard`](transport::FakeBoard)
+//!   behind it, so protocol logic is tested without a simulator.
+//! - [`client`]: the control-protocol [`Client`](client::Client): request ids, timeouts,
+//!   stale answers, retries, and one typed helper per command.
+//! - [`endpoints`]: which addresses to talk to (command line, running simulator, board file).
+//! - [`sim`]: starting, querying and stopping a background `ws-sim`, and its control port.
+//! - [`logs`]: defmt log decoding against the firmware ELF, with source locations.
+//! - [`report`]: the tables and dumps `wsctl` prints, as plain functions with tests.
+//! - [`parse`]: number and byte-string parsing for command-line arguments.
+//! - [`workspace`]: where the workspace, its `target/` folder and the default ELF are.
+//! - [`error`]: one [`Error`] wrapping one typed enum per area.
+//!
+//! docs/host.md describes the modules, the files `wsctl sim` keeps, and every command.
+#![warn(missing_docs)]
+
+pub mod board;
+pub mod client;
+pub mod endpoints;
+pub mod error;
+pub mod logs;
+pub mod parse;
+pub mod report;
+pub mod sim;
+pub mod transport;
+pub mod workspace;
+
+pub use error::{Error, Result};

@@ -1,1 +1,93 @@
-fn main() {}
+//! `wsctl`: the weightstream command line. One module per subcommand; each parses its
+//! arguments, calls `host_driver`, and prints. Everything worth testing lives in the library.
+
+mod completions;
+mod ctx;
+mod info;
+mod log_echo;
+mod logs;
+mod peek;
+mod ping;
+mod poke;
+mod reset;
+mod sim;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Drive a weightstream board: the simulated one by default.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wsctl",
+    version,
+    about = "Drive a weightstream board: the Verilator simulation (default) or an FPGA board",
+    after_help = "Start with `wsctl sim start`, then `wsctl info` and `wsctl logs`. docs/host.md has the details."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    global: ctx::Global,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Start, stop or inspect the background simulator (ws-sim).
+    #[command(subcommand)]
+    Sim(sim::SimCmd),
+    /// Check that the firmware answers, and how fast.
+    Ping(ping::Args),
+    /// The board's identity: firmware, clock, memory windows and register blocks.
+    Info(info::Args),
+    /// The firmware's defmt log, decoded against its ELF, with source locations.
+    Logs(logs::Args),
+    /// Read memory (hex dump).
+    Peek(peek::Args),
+    /// Write memory (inside the firmware's poke window).
+    Poke(poke::Args),
+    /// Reset the board (the firmware reboots).
+    Reset(reset::Args),
+    /// The firmware's counters.
+    Stats(stats::Args),
+    /// Ask the firmware to log `log-echo value=VALUE tag=TAG`.
+    LogEcho(log_echo::Args),
+    /// Print a shell completion script.
+    Completions(completions::Args),
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let ctx = ctx::Ctx::new(cli.global);
+    match cli.command {
+        Cmd::Sim(c) => sim::run(&ctx, c),
+        Cmd::Ping(a) => ping::run(&ctx, a),
+        Cmd::Info(a) => info::run(&ctx, a),
+        Cmd::Logs(a) => logs::run(&ctx, a),
+        Cmd::Peek(a) => peek::run(&ctx, a),
+        Cmd::Poke(a) => poke::run(&ctx, a),
+        Cmd::Reset(a) => reset::run(&ctx, a),
+        Cmd::Stats(a) => stats::run(&ctx, a),
+        Cmd::LogEcho(a) => log_echo::run(&ctx, a),
+        Cmd::Completions(a) => completions::run(a),
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            // Driver messages quote their OS error; don't print it twice.
+            let mut last = e.to_string();
+            for cause in e.chain().skip(1) {
+                let text = cause.to_string();
+                if !last.contains(&text) {
+                    eprintln!("  {text}");
+                }
+                last = text;
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
