@@ -67,10 +67,7 @@ pub struct BlockSpec {
 impl BlockSpec {
     /// A spec for module `top`.
     pub fn new(top: impl Into<String>) -> Self {
-        BlockSpec {
-            top: top.into(),
-            ..Default::default()
-        }
+        BlockSpec { top: top.into(), ..Default::default() }
     }
 
     /// Adds a source file.
@@ -122,11 +119,7 @@ impl BlockSpec {
         spec.vlt_files = self.vlt_files.clone();
         spec.shim_generator = Some(shim::GENERATOR);
         spec.trace_fst = true;
-        spec.opt = if self.debug_build {
-            OptLevel::Debug
-        } else {
-            OptLevel::Release
-        };
+        spec.opt = if self.debug_build { OptLevel::Debug } else { OptLevel::Release };
         spec.cache_root = self.cache_root.clone();
         spec
     }
@@ -234,11 +227,7 @@ struct Api {
 }
 
 fn load_api(model: &BuiltModel) -> Result<(Api, Vec<PortInfo>), DutError> {
-    let load_err = |source| DutError::Load {
-        lib: model.lib.clone(),
-        dir: model.dir.clone(),
-        source,
-    };
+    let load_err = |source| DutError::Load { lib: model.lib.clone(), dir: model.dir.clone(), source };
     let lib = dl::open(&model.lib).map_err(load_err)?;
     // SAFETY: every type below is the exact signature the generated shim defines.
     unsafe {
@@ -266,7 +255,8 @@ fn load_api(model: &BuiltModel) -> Result<(Api, Vec<PortInfo>), DutError> {
             trace_close: dl::sym(lib, "ws_dut_trace_close").map_err(load_err)?,
         };
         let count: unsafe extern "C" fn() -> u32 = dl::sym(lib, "ws_dut_port_count").map_err(load_err)?;
-        let name: unsafe extern "C" fn(u32) -> *const c_char = dl::sym(lib, "ws_dut_port_name").map_err(load_err)?;
+        let name: unsafe extern "C" fn(u32) -> *const c_char =
+            dl::sym(lib, "ws_dut_port_name").map_err(load_err)?;
         let dir: unsafe extern "C" fn(u32) -> u32 = dl::sym(lib, "ws_dut_port_dir").map_err(load_err)?;
         let width: unsafe extern "C" fn(u32) -> u32 = dl::sym(lib, "ws_dut_port_width").map_err(load_err)?;
         let ports = (0..count())
@@ -282,14 +272,7 @@ fn load_api(model: &BuiltModel) -> Result<(Api, Vec<PortInfo>), DutError> {
                     1 => Direction::Output,
                     _ => Direction::Inout,
                 };
-                PortInfo {
-                    name: n,
-                    port: Port {
-                        idx: i,
-                        width: width(i),
-                        dir,
-                    },
-                }
+                PortInfo { name: n, port: Port { idx: i, width: width(i), dir } }
             })
             .collect();
         Ok((api, ports))
@@ -347,17 +330,7 @@ impl Dut {
         let find = |n: &str| ports.iter().find(|p| p.name == n).map(|p| p.port);
         let clk = find("clk");
         let rst = find("rst");
-        Ok(Dut {
-            api,
-            handle,
-            clk,
-            rst,
-            ports,
-            cycle: 0,
-            model,
-            trace: None,
-            seed: 0,
-        })
+        Ok(Dut { api, handle, clk, rst, ports, cycle: 0, model, trace: None, seed: 0 })
     }
 
     /// The built model behind this instance.
@@ -382,11 +355,7 @@ impl Dut {
     pub fn port(&self, name: &str) -> Port {
         self.try_port(name).unwrap_or_else(|| {
             let names: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
-            panic!(
-                "{} has no port `{name}`; its ports are: {}",
-                self.model.top,
-                names.join(", ")
-            )
+            panic!("{} has no port `{name}`; its ports are: {}", self.model.top, names.join(", "))
         })
     }
 
@@ -475,10 +444,7 @@ impl Dut {
     /// If the module has no `clk` port and no clock was chosen with [`Dut::set_clock`].
     pub fn ticks(&mut self, n: u64) {
         let clk = self.clk.unwrap_or_else(|| {
-            panic!(
-                "{} has no `clk` port: pick its clock with Dut::set_clock",
-                self.model.top
-            )
+            panic!("{} has no `clk` port: pick its clock with Dut::set_clock", self.model.top)
         });
         // SAFETY: the handle is live and clk is an input of this model.
         unsafe { (self.api.tick)(self.h(), clk.idx, n) };
@@ -491,10 +457,7 @@ impl Dut {
     /// If there is no `rst` port and none was chosen with [`Dut::set_reset`].
     pub fn reset(&mut self, cycles: u64) {
         let rst = self.rst.unwrap_or_else(|| {
-            panic!(
-                "{} has no `rst` port: pick its reset with Dut::set_reset",
-                self.model.top
-            )
+            panic!("{} has no `rst` port: pick its reset with Dut::set_reset", self.model.top)
         });
         self.set(rst, 1);
         self.ticks(cycles);

@@ -12,7 +12,7 @@
 //! - [`sim`]: the SoC simulator. The `ws-sim` binary serves the Verilated `ws_soc` on loopback
 //!   TCP ports (host link, log, control); [`sim::SimProcess`] starts it for tests and
 //!   [`sim::Soc`] runs the model in-process.
-//! - [`bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
+//! - [`mod@bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
 //!
 //! The design notes are in `docs/block-harness.md`; the SoC contract is `docs/soc.md`.
 #![warn(missing_docs)]

@@ -46,11 +46,7 @@ pub fn venv_site_packages() -> Option<PathBuf> {
         .ok()?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("python3"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python3")))
         .map(|p| p.join("site-packages"))
         .filter(|p| p.is_dir())
         .collect();
@@ -82,11 +78,7 @@ pub fn cpu_package_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let sp = venv_site_packages().unwrap_or_else(|| {
-        workspace_root()
-            .join(".venv")
-            .join("lib")
-            .join("python3.11")
-            .join("site-packages")
+        workspace_root().join(".venv").join("lib").join("python3.11").join("site-packages")
     });
     sp.join("pythondata_cpu_cv32e40p").join("system_verilog")
 }

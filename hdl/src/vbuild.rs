@@ -139,9 +139,7 @@ impl ModelSpec {
     }
 
     fn cache_root(&self) -> PathBuf {
-        self.cache_root
-            .clone()
-            .unwrap_or_else(paths::default_cache_root)
+        self.cache_root.clone().unwrap_or_else(paths::default_cache_root)
     }
 
     /// The library file name inside the model directory.
@@ -246,7 +244,9 @@ pub enum BuildError {
         source: std::io::Error,
     },
     /// Verilator rejected the design.
-    #[error("Verilator failed on `{top}` (full log: {log}):\n{tail}\nfix the HDL or the spec, then build again")]
+    #[error(
+        "Verilator failed on `{top}` (full log: {log}):\n{tail}\nfix the HDL or the spec, then build again"
+    )]
     Verilate {
         /// Top module.
         top: String,
@@ -295,11 +295,7 @@ pub enum BuildError {
 
 pub(crate) fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
     let path = path.to_path_buf();
-    move |source| BuildError::Io {
-        action,
-        path,
-        source,
-    }
+    move |source| BuildError::Io { action, path, source }
 }
 
 /// What `stamp` records, written last.
@@ -314,10 +310,7 @@ struct Stamp {
 }
 
 /// Builds `spec`, or returns the cached model, reporting progress to `progress`.
-pub fn build(
-    spec: &ModelSpec,
-    progress: &mut dyn FnMut(&BuildEvent),
-) -> Result<BuiltModel, BuildError> {
+pub fn build(spec: &ModelSpec, progress: &mut dyn FnMut(&BuildEvent)) -> Result<BuiltModel, BuildError> {
     let t0 = Instant::now();
     progress(&BuildEvent::Stage(Stage::Fingerprint));
     let tools = make::Tools::find()?;
@@ -326,37 +319,24 @@ pub fn build(
     let dir = cache.join(format!("{}-{}", sanitize(&spec.name), &hash[..16]));
 
     if let Some(model) = cached(spec, &dir, &hash, t0) {
-        progress(&BuildEvent::CacheHit {
-            name: spec.name.clone(),
-            dir: dir.clone(),
-        });
+        progress(&BuildEvent::CacheHit { name: spec.name.clone(), dir: dir.clone() });
         return Ok(model);
     }
     let _guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     // Another thread may have built it while we waited.
     if let Some(model) = cached(spec, &dir, &hash, t0) {
-        progress(&BuildEvent::CacheHit {
-            name: spec.name.clone(),
-            dir: dir.clone(),
-        });
+        progress(&BuildEvent::CacheHit { name: spec.name.clone(), dir: dir.clone() });
         return Ok(model);
     }
     // Build time counts from here: waiting for another build is not part of it.
     let t_build = Instant::now();
-    progress(&BuildEvent::Start {
-        name: spec.name.clone(),
-        dir: dir.clone(),
-    });
+    progress(&BuildEvent::Start { name: spec.name.clone(), dir: dir.clone() });
     if dir.exists() {
         // No stamp: an interrupted build. Start over.
         std::fs::remove_dir_all(&dir).map_err(io_err("removing incomplete build", &dir))?;
     }
-    let partial = cache.join(format!(
-        ".{}-{}.partial-{}",
-        sanitize(&spec.name),
-        &hash[..16],
-        std::process::id()
-    ));
+    let partial =
+        cache.join(format!(".{}-{}.partial-{}", sanitize(&spec.name), &hash[..16], std::process::id()));
     if partial.exists() {
         std::fs::remove_dir_all(&partial).map_err(io_err("removing", &partial))?;
     }
@@ -396,9 +376,7 @@ pub fn build(
             source: std::io::Error::other("rename failed and no complete build is there"),
         });
     }
-    progress(&BuildEvent::Done {
-        elapsed: build_time,
-    });
+    progress(&BuildEvent::Done { elapsed: build_time });
     Ok(BuiltModel {
         name: spec.name.clone(),
         top: spec.top.clone(),
@@ -417,16 +395,8 @@ fn relocate_logs(e: BuildError, from: &Path, to: &Path) -> BuildError {
         Err(_) => log,
     };
     match e {
-        BuildError::Verilate { top, log, tail } => BuildError::Verilate {
-            top,
-            log: fix(log),
-            tail,
-        },
-        BuildError::Compile { name, log, tail } => BuildError::Compile {
-            name,
-            log: fix(log),
-            tail,
-        },
+        BuildError::Verilate { top, log, tail } => BuildError::Verilate { top, log: fix(log), tail },
+        BuildError::Compile { name, log, tail } => BuildError::Compile { name, log: fix(log), tail },
         other => other,
     }
 }
@@ -472,15 +442,7 @@ pub fn no_progress(_: &BuildEvent) {}
 
 /// Keeps `[A-Za-z0-9_-]`, replaces the rest with `_`.
 pub(crate) fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 #[cfg(test)]

@@ -99,9 +99,10 @@ fn sysinfo_spec(hash: u32, clk: u32, rom: u32, ram: u32, slots: u32) -> BlockSpe
 
 #[test]
 fn sysinfo_reports_its_parameters_and_the_map_id() {
-    for (hash, clk, rom, ram, slots) in
-        [(0xdead_beef, 50_000_000, 8192, 262_144, 0x1f), (0x0123_4567, 100_000_000, 4096, 1 << 20, 0x0101_0111)]
-    {
+    for (hash, clk, rom, ram, slots) in [
+        (0xdead_beef, 50_000_000, 8192, 262_144, 0x1f),
+        (0x0123_4567, 100_000_000, 4096, 1 << 20, 0x0101_0111),
+    ] {
         let mut dut = Dut::build(sysinfo_spec(hash, clk, rom, ram, slots)).unwrap();
         let reg = RegPort::new(&mut dut);
         dut.reset(2);

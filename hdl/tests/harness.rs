@@ -16,20 +16,14 @@ fn counter(width: u32, step: u32) -> BlockSpec {
 }
 
 fn pipe(bug: u32) -> BlockSpec {
-    BlockSpec::new("ws_test_pipe")
-        .file("hdl/tests/rtl/ws_test_pipe.v")
-        .param("WIDTH", 16)
-        .param("BUG", bug)
+    BlockSpec::new("ws_test_pipe").file("hdl/tests/rtl/ws_test_pipe.v").param("WIDTH", 16).param("BUG", bug)
 }
 
 #[test]
 fn ports_ticks_reset_and_wide_values() {
     let mut dut = Dut::build(counter(12, 3)).unwrap();
     let names: Vec<&str> = dut.ports().iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["clk", "rst", "en", "count", "wide_in", "wide_out", "q_in", "q_out"]
-    );
+    assert_eq!(names, ["clk", "rst", "en", "count", "wide_in", "wide_out", "q_in", "q_out"]);
     let count = dut.port("count");
     assert_eq!(count.width(), 12);
     assert_eq!(count.direction(), Direction::Output);
@@ -54,10 +48,7 @@ fn ports_ticks_reset_and_wide_values() {
     assert_eq!(wide_in.words(), 3);
     dut.set_words(wide_in, &[0x1234_5678, 0x9abc_def0, 0x0f0f_0f0f]);
     dut.eval();
-    assert_eq!(
-        dut.get_words(wide_out),
-        vec![!0x1234_5678u32, !0x9abc_def0u32, !0x0f0f_0f0fu32]
-    );
+    assert_eq!(dut.get_words(wide_out), vec![!0x1234_5678u32, !0x9abc_def0u32, !0x0f0f_0f0fu32]);
     assert_eq!(dut.get(wide_out), !0x9abc_def0_1234_5678u64);
 
     let q_in = dut.port("q_in");
@@ -89,10 +80,8 @@ fn second_build_is_a_cache_hit() {
 #[test]
 fn parameter_sweep_and_models_side_by_side() {
     // Different parameters are different libraries, all loaded in this process at once.
-    let mut duts: Vec<Dut> = [(4, 1), (8, 5), (33, 7)]
-        .iter()
-        .map(|&(w, s)| Dut::build(counter(w, s)).unwrap())
-        .collect();
+    let mut duts: Vec<Dut> =
+        [(4, 1), (8, 5), (33, 7)].iter().map(|&(w, s)| Dut::build(counter(w, s)).unwrap()).collect();
     for d in &mut duts {
         d.reset(1);
         let en = d.port("en");
@@ -173,10 +162,9 @@ fn stream_agents_full_rate_is_one_beat_per_cycle() {
 }
 
 fn failure_of(name: &str, bug: u32) -> String {
-    let err = catch_unwind(AssertUnwindSafe(|| {
-        run_test(name, &pipe(bug), 3, |dut| stream_through(dut, 3000))
-    }))
-    .expect_err("the buggy pipeline must fail");
+    let err =
+        catch_unwind(AssertUnwindSafe(|| run_test(name, &pipe(bug), 3, |dut| stream_through(dut, 3000))))
+            .expect_err("the buggy pipeline must fail");
     err.downcast_ref::<String>().cloned().unwrap_or_default()
 }
 
@@ -194,8 +182,5 @@ fn stream_agents_catch_a_drop_and_run_test_writes_waves() {
 #[test]
 fn stream_agents_catch_a_duplicate() {
     let msg = failure_of("harness_pipe_dup", 2);
-    assert!(
-        msg.contains("not expected") || msg.contains("expected"),
-        "{msg}"
-    );
+    assert!(msg.contains("not expected") || msg.contains("expected"), "{msg}");
 }

@@ -79,11 +79,8 @@ pub fn parse_header(text: &str) -> Result<Vec<HeaderPort>, String> {
         } else {
             continue;
         };
-        let args = args
-            .trim_start_matches('(')
-            .split(')')
-            .next()
-            .ok_or_else(|| format!("cannot parse `{line}`"))?;
+        let args =
+            args.trim_start_matches('(').split(')').next().ok_or_else(|| format!("cannot parse `{line}`"))?;
         let parts: Vec<&str> = args.split(',').map(str::trim).collect();
         let bad = || format!("cannot parse port declaration `{line}`");
         if parts.len() < 3 {
@@ -100,13 +97,7 @@ pub fn parse_header(text: &str) -> Result<Vec<HeaderPort>, String> {
             "W" => Storage::W(parts.get(3).and_then(|w| w.parse().ok()).ok_or_else(bad)?),
             _ => continue,
         };
-        ports.push(HeaderPort {
-            name,
-            dir,
-            msb,
-            lsb,
-            storage,
-        });
+        ports.push(HeaderPort { name, dir, msb, lsb, storage });
     }
     if ports.is_empty() {
         return Err("no VL_IN/VL_OUT port declarations found".into());

@@ -82,10 +82,7 @@ pub fn run_test(name: &str, spec: &BlockSpec, seed: u64, body: impl Fn(&mut Dut)
             wave_path.display()
         );
     }
-    eprintln!(
-        "{name}: failed, rerunning with seed {seed} and FST tracing into {}",
-        wave_path.display()
-    );
+    eprintln!("{name}: failed, rerunning with seed {seed} and FST tracing into {}", wave_path.display());
     let second = {
         let mut dut = fresh_dut(name, spec, seed, Some(&wave_path));
         catch_unwind(AssertUnwindSafe(|| body(&mut dut)))

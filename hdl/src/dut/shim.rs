@@ -30,15 +30,12 @@ use crate::vbuild::{ShimGenerator, Verilated};
 pub const ABI_VERSION: u32 = 1;
 
 /// The generator, keyed by this file's own text so any change to it rebuilds block models.
-pub const GENERATOR: ShimGenerator = ShimGenerator {
-    id: include_str!("shim.rs"),
-    generate,
-};
+pub const GENERATOR: ShimGenerator = ShimGenerator { id: include_str!("shim.rs"), generate };
 
 fn generate(v: &Verilated) -> Result<String, String> {
     let header = v.header();
-    let text = std::fs::read_to_string(&header)
-        .map_err(|e| format!("cannot read {}: {e}", header.display()))?;
+    let text =
+        std::fs::read_to_string(&header).map_err(|e| format!("cannot read {}: {e}", header.display()))?;
     let ports = parse_header(&text).map_err(|e| format!("{}: {e}", header.display()))?;
     Ok(render(&v.prefix, &ports))
 }

@@ -67,13 +67,7 @@ struct PatternGen {
 
 impl PatternGen {
     fn new(pattern: Pattern, rng: StdRng) -> Self {
-        PatternGen {
-            pattern,
-            rng,
-            on: true,
-            current: Pattern::Always,
-            left: 0,
-        }
+        PatternGen { pattern, rng, on: true, current: Pattern::Always, left: 0 }
     }
 
     fn next(&mut self) -> bool {
@@ -417,11 +411,8 @@ impl StreamSink {
     }
 
     fn show(&self, beat: &[u64]) -> String {
-        let parts: Vec<String> = beat
-            .iter()
-            .zip(self.field_names.iter())
-            .map(|(v, n)| format!("{n}={v:#x}"))
-            .collect();
+        let parts: Vec<String> =
+            beat.iter().zip(self.field_names.iter()).map(|(v, n)| format!("{n}={v:#x}")).collect();
         format!("{{{}}}", parts.join(", "))
     }
 

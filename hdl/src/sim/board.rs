@@ -82,11 +82,12 @@ pub fn resolve(path: &Path) -> PathBuf {
 /// Reads and checks the fields the simulator needs.
 pub fn load(path: &Path) -> Result<SimBoard, SimError> {
     let path = resolve(path);
-    let bad = |msg: String| SimError::Board {
-        path: path.clone(),
-        msg,
-    };
-    let text = std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read it ({e})")))?;
+    let bad = |msg: String| SimError::Board { path: path.clone(), msg };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        bad(format!(
+            "cannot read it ({e}); pass --board with the path of a board.toml, e.g. boards/sim/board.toml"
+        ))
+    })?;
     let f: BoardFile = toml::from_str(&text).map_err(|e| bad(format!("malformed: {e}")))?;
     if f.kind != "sim" || f.link.kind != "sim" {
         return Err(bad(format!(

@@ -20,7 +20,9 @@ pub enum ElfError {
         source: std::io::Error,
     },
     /// Not a 32-bit little-endian RISC-V ELF.
-    #[error("{0}: not a 32-bit little-endian RISC-V ELF; build the firmware for riscv32imc-unknown-none-elf")]
+    #[error(
+        "{0}: not a 32-bit little-endian RISC-V ELF; build the firmware for riscv32imc-unknown-none-elf"
+    )]
     NotRiscv32(String),
     /// The ELF is malformed.
     #[error("{what}: malformed ELF ({msg})")]
@@ -89,19 +91,15 @@ pub struct Image {
 impl Image {
     /// Reads an ELF file.
     pub fn read(path: &Path) -> Result<Image, ElfError> {
-        let data = std::fs::read(path).map_err(|source| ElfError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let data =
+            std::fs::read(path).map_err(|source| ElfError::Read { path: path.to_path_buf(), source })?;
         Self::parse(&data, &path.display().to_string())
     }
 
     /// Parses ELF bytes; `what` names the image in errors.
     pub fn parse(data: &[u8], what: &str) -> Result<Image, ElfError> {
-        let malformed = |e: object::read::Error| ElfError::Malformed {
-            what: what.to_string(),
-            msg: e.to_string(),
-        };
+        let malformed =
+            |e: object::read::Error| ElfError::Malformed { what: what.to_string(), msg: e.to_string() };
         let hdr = elf::FileHeader32::<object::Endianness>::parse(data)
             .map_err(|_| ElfError::NotRiscv32(what.to_string()))?;
         let endian = hdr.endian().map_err(malformed)?;
@@ -126,11 +124,7 @@ impl Image {
         if segments.is_empty() {
             return Err(ElfError::Empty(what.to_string()));
         }
-        Ok(Image {
-            what: what.to_string(),
-            entry: hdr.e_entry(endian),
-            segments,
-        })
+        Ok(Image { what: what.to_string(), entry: hdr.e_entry(endian), segments })
     }
 
     /// Checks that every segment lies in RAM and the entry point is the RAM base.

@@ -31,7 +31,7 @@ pub enum Demo {
 )]
 pub struct SimOptions {
     /// Firmware ELF: its PT_LOAD segments are written into RAM by backdoor before reset.
-    #[arg(long, value_name = "FILE", required_unless_present = "demo")]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["demo", "build_only"])]
     pub elf: Option<PathBuf>,
 
     /// Run a built-in RAM program instead of an ELF.
@@ -42,8 +42,8 @@ pub struct SimOptions {
     #[arg(long, value_name = "FILE", default_value = "boards/sim/board.toml")]
     pub board: PathBuf,
 
-    /// First of the four TCP ports; 0 binds three ephemeral ports. Default: the board's
-    /// `link.port_base`.
+    /// First of the four TCP ports; 0 binds each of the four on an ephemeral port. Default: the
+    /// board's `link.port_base`.
     #[arg(long, value_name = "PORT")]
     pub port_base: Option<u16>,
 
@@ -74,7 +74,19 @@ pub struct SimOptions {
     /// Exit when this process disappears (launchers pass their own pid).
     #[arg(long, value_name = "PID")]
     pub parent_pid: Option<u32>,
+
+    /// While the core sleeps in WFI with no host byte waiting, simulate at most this many
+    /// cycles per wall second, so an idle board does not spin a host core.
+    #[arg(long, value_name = "HZ", default_value_t = DEFAULT_IDLE_HZ, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_hz: u64,
+
+    /// Build (or find in the cache) the model for these options and exit; needs no ELF.
+    #[arg(long, conflicts_with_all = ["elf", "demo"])]
+    pub build_only: bool,
 }
+
+/// Default of `--idle-hz`.
+pub const DEFAULT_IDLE_HZ: u64 = 200_000;
 
 impl SimOptions {
     /// Options for `elf` on ephemeral ports.
@@ -100,6 +112,8 @@ impl SimOptions {
             max_cycles: None,
             quiet: false,
             parent_pid: None,
+            idle_hz: DEFAULT_IDLE_HZ,
+            build_only: false,
         }
     }
 
@@ -137,8 +151,12 @@ impl SimOptions {
         if let Some(p) = self.parent_pid {
             push("--parent-pid", p.to_string());
         }
+        push("--idle-hz", self.idle_hz.to_string());
         if self.quiet {
             a.push("--quiet".into());
+        }
+        if self.build_only {
+            a.push("--build-only".into());
         }
         a
     }
@@ -155,6 +173,7 @@ mod tests {
         o.trace_from = Some(10);
         o.max_cycles = Some(99);
         o.quiet = true;
+        o.idle_hz = 1234;
         let mut argv = vec!["ws-sim".to_string()];
         argv.extend(o.to_args());
         let p = SimOptions::try_parse_from(argv).unwrap();
@@ -163,6 +182,19 @@ mod tests {
         assert_eq!(p.trace_from, Some(10));
         assert_eq!(p.max_cycles, Some(99));
         assert!(p.quiet);
+        assert_eq!(p.idle_hz, 1234);
+        assert!(!p.build_only);
+    }
+
+    #[test]
+    fn idle_hz_defaults_and_build_only_needs_no_program() {
+        let p = SimOptions::try_parse_from(["ws-sim", "--demo", "sleep"]).unwrap();
+        assert_eq!(p.idle_hz, DEFAULT_IDLE_HZ);
+        assert!(SimOptions::try_parse_from(["ws-sim", "--demo", "sleep", "--idle-hz", "0"]).is_err());
+        let p = SimOptions::try_parse_from(["ws-sim", "--build-only", "--threads", "2"]).unwrap();
+        assert!(p.build_only);
+        assert_eq!(p.threads, 2);
+        assert!(SimOptions::try_parse_from(["ws-sim", "--build-only", "--demo", "spin"]).is_err());
     }
 
     #[test]

@@ -124,10 +124,7 @@ pub struct Soc {
 
 impl std::fmt::Debug for Soc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Soc")
-            .field("lib", &self.model.lib)
-            .field("cycle", &self.cycle())
-            .finish()
+        f.debug_struct("Soc").field("lib", &self.model.lib).field("cycle", &self.cycle()).finish()
     }
 }
 
@@ -156,22 +153,14 @@ impl Soc {
 
     /// Creates an SoC instance from a built model, held in reset until [`Soc::reset`].
     pub fn load(model: BuiltModel, cfg: &SocConfig) -> Result<Soc, SocError> {
-        let lerr = |source| SocError::Load {
-            lib: model.lib.clone(),
-            dir: model.dir.clone(),
-            source,
-        };
+        let lerr = |source| SocError::Load { lib: model.lib.clone(), dir: model.dir.clone(), source };
         let lib = dl::open(&model.lib).map_err(lerr)?;
         // SAFETY: the types match hdl/sim/ws_soc_shim.cpp, checked by its ABI number.
         let api = unsafe {
             let abi: unsafe extern "C" fn() -> u32 = dl::sym(lib, "ws_soc_abi").map_err(lerr)?;
             let found = abi();
             if found != ABI {
-                return Err(SocError::Abi {
-                    lib: model.lib.clone(),
-                    dir: model.dir.clone(),
-                    found,
-                });
+                return Err(SocError::Abi { lib: model.lib.clone(), dir: model.dir.clone(), found });
             }
             Api {
                 create: dl::sym(lib, "ws_soc_create").map_err(lerr)?,
@@ -258,12 +247,7 @@ impl Soc {
         let flags = (stop.sleep as u32) | ((stop.tx as u32) << 1);
         let mut why = 0u32;
         let cycles = unsafe { (self.api.run)(self.h(), max_cycles, flags, &mut why) };
-        RunResult {
-            cycles,
-            tx_full: why & 1 != 0,
-            sleeping: why & 2 != 0,
-            tx_data: why & 4 != 0,
-        }
+        RunResult { cycles, tx_full: why & 1 != 0, sleeping: why & 2 != 0, tx_data: why & 4 != 0 }
     }
 
     /// Cycles since creation (reset cycles included).
@@ -389,11 +373,7 @@ impl Soc {
             let word = addr / 4;
             let lane = (addr % 4) as usize;
             let take = (4 - lane).min(rest.len());
-            let mut w = if lane == 0 && take == 4 {
-                [0u8; 4]
-            } else {
-                self.ram_read(word)?.to_le_bytes()
-            };
+            let mut w = if lane == 0 && take == 4 { [0u8; 4] } else { self.ram_read(word)?.to_le_bytes() };
             w[lane..lane + take].copy_from_slice(&rest[..take]);
             self.ram_write(word, u32::from_le_bytes(w))?;
             addr += take as u32;

@@ -37,11 +37,7 @@ pub(super) fn model_hash(spec: &ModelSpec, tools: &Tools) -> Result<String, Buil
     if let Some(g) = &spec.shim_generator {
         field(&mut h, "shimgen", g.id.as_bytes());
     }
-    for (tag, files) in [
-        ("source", &spec.sources),
-        ("vlt", &spec.vlt_files),
-        ("shim", &spec.shim_files),
-    ] {
+    for (tag, files) in [("source", &spec.sources), ("vlt", &spec.vlt_files), ("shim", &spec.shim_files)] {
         for f in files {
             let path = paths::in_workspace(f);
             hash_file(&mut h, tag, &path)?;
@@ -49,18 +45,14 @@ pub(super) fn model_hash(spec: &ModelSpec, tools: &Tools) -> Result<String, Buil
     }
     for dir in &spec.include_dirs {
         let dir = paths::in_workspace(dir);
-        let entries = std::fs::read_dir(&dir).map_err(|source| BuildError::Input {
-            path: dir.clone(),
-            source,
-        })?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|source| BuildError::Input { path: dir.clone(), source })?;
         let mut files: Vec<_> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| {
                 p.is_file()
-                    && p.extension()
-                        .and_then(|e| e.to_str())
-                        .is_some_and(|e| INCLUDE_EXTS.contains(&e))
+                    && p.extension().and_then(|e| e.to_str()).is_some_and(|e| INCLUDE_EXTS.contains(&e))
             })
             .collect();
         files.sort();
@@ -73,10 +65,8 @@ pub(super) fn model_hash(spec: &ModelSpec, tools: &Tools) -> Result<String, Buil
 }
 
 fn hash_file(h: &mut Sha256, tag: &str, path: &Path) -> Result<(), BuildError> {
-    let data = std::fs::read(path).map_err(|source| BuildError::Input {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let data =
+        std::fs::read(path).map_err(|source| BuildError::Input { path: path.to_path_buf(), source })?;
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     h.update(tag.as_bytes());
     h.update((name.len() as u64).to_le_bytes());

@@ -43,18 +43,11 @@ impl Tools {
         let mut h = Sha256::new();
         h.update(std::fs::read(&config).map_err(io_err("reading", &config))?);
         h.update(std::fs::read(&mk).map_err(io_err("reading", &mk))?);
-        let cxx = Command::new("c++")
-            .arg("--version")
-            .output()
-            .map_err(|_| BuildError::ToolMissing {
-                what: "the C++ compiler `c++`".into(),
-                fix: "install g++ (`apt-get install g++ make`) or run `cargo xtask setup`".into(),
-            })?;
-        let cxx_version = String::from_utf8_lossy(&cxx.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let cxx = Command::new("c++").arg("--version").output().map_err(|_| BuildError::ToolMissing {
+            what: "the C++ compiler `c++`".into(),
+            fix: "install g++ (`apt-get install g++ make`) or run `cargo xtask setup`".into(),
+        })?;
+        let cxx_version = String::from_utf8_lossy(&cxx.stdout).lines().next().unwrap_or("").to_string();
         let identity = format!(
             "verilator_bin {} bytes mtime {mtime}; include {}; {cxx_version}",
             meta.len(),
@@ -83,16 +76,8 @@ fn make_opt_vars(opt: OptLevel) -> [String; 3] {
     match opt {
         // The per-cycle code gets -O3; construction and tracing setup (the "slow" files) only
         // run once, -O1 halves their compile time.
-        OptLevel::Release => [
-            "OPT_FAST=-O3".into(),
-            "OPT_SLOW=-O1".into(),
-            "OPT_GLOBAL=-O2".into(),
-        ],
-        OptLevel::Debug => [
-            "OPT_FAST=-O0".into(),
-            "OPT_SLOW=-O0".into(),
-            "OPT_GLOBAL=-O0".into(),
-        ],
+        OptLevel::Release => ["OPT_FAST=-O3".into(), "OPT_SLOW=-O1".into(), "OPT_GLOBAL=-O2".into()],
+        OptLevel::Debug => ["OPT_FAST=-O0".into(), "OPT_SLOW=-O0".into(), "OPT_GLOBAL=-O0".into()],
     }
 }
 
@@ -181,36 +166,23 @@ pub(super) fn build_in(
     let vlog = dir.join("verilate.log");
     let log_file = std::fs::File::create(&vlog).map_err(io_err("creating", &vlog))?;
     let log_err = log_file.try_clone().map_err(io_err("opening", &vlog))?;
-    let status = tools
-        .verilator()
-        .args(&args)
-        .stdout(log_file)
-        .stderr(log_err)
-        .status()
-        .map_err(|_| BuildError::ToolMissing {
+    let status = tools.verilator().args(&args).stdout(log_file).stderr(log_err).status().map_err(|_| {
+        BuildError::ToolMissing {
             what: format!("`{}` (or perl, which runs it)", tools.root.join("bin/verilator").display()),
-            fix: "run `cargo xtask setup`; Verilator's front script needs perl (`apt-get install perl`)".into(),
-        })?;
+            fix: "run `cargo xtask setup`; Verilator's front script needs perl (`apt-get install perl`)"
+                .into(),
+        }
+    })?;
     if !status.success() {
-        return Err(BuildError::Verilate {
-            top: spec.top.clone(),
-            tail: tail(&vlog),
-            log: vlog,
-        });
+        return Err(BuildError::Verilate { top: spec.top.clone(), tail: tail(&vlog), log: vlog });
     }
 
     // ---- generated shim
     if let Some(generator) = &spec.shim_generator {
         progress(&BuildEvent::Stage(Stage::Shim));
-        let v = Verilated {
-            top: spec.top.clone(),
-            prefix: prefix.clone(),
-            obj_dir: obj.clone(),
-        };
-        let src = (generator.generate)(&v).map_err(|msg| BuildError::Shim {
-            name: spec.name.clone(),
-            msg,
-        })?;
+        let v = Verilated { top: spec.top.clone(), prefix: prefix.clone(), obj_dir: obj.clone() };
+        let src =
+            (generator.generate)(&v).map_err(|msg| BuildError::Shim { name: spec.name.clone(), msg })?;
         std::fs::write(&gen_path, src).map_err(io_err("writing", &gen_path))?;
     }
 
@@ -251,9 +223,7 @@ pub(super) fn build_in(
 }
 
 fn check_header(header: &str, package: &str) -> Result<(), BuildError> {
-    let found = ["/usr/include", "/usr/local/include"]
-        .iter()
-        .any(|d| Path::new(d).join(header).is_file());
+    let found = ["/usr/include", "/usr/local/include"].iter().any(|d| Path::new(d).join(header).is_file());
     if found {
         Ok(())
     } else {
@@ -316,9 +286,7 @@ fn save_runtime(obj: &Path, rt_dir: &Path, globals: &[String]) {
     let tmp = rt_dir.with_extension(format!("partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ok = std::fs::create_dir_all(&tmp).is_ok()
-        && globals
-            .iter()
-            .all(|g| std::fs::copy(obj.join(g), tmp.join(g)).is_ok())
+        && globals.iter().all(|g| std::fs::copy(obj.join(g), tmp.join(g)).is_ok())
         && std::fs::write(tmp.join("stamp"), "ok\n").is_ok()
         && std::fs::rename(&tmp, rt_dir).is_ok();
     if !ok {
@@ -366,17 +334,8 @@ fn make_cmd(tools: &Tools, spec: &ModelSpec, obj: &Path, prefix: &str) -> Comman
 }
 
 fn dry_run_units(tools: &Tools, spec: &ModelSpec, obj: &Path, prefix: &str) -> Option<usize> {
-    let out = make_cmd(tools, spec, obj, prefix)
-        .arg("-n")
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| l.contains(" -c "))
-            .count(),
-    )
+    let out = make_cmd(tools, spec, obj, prefix).arg("-n").stderr(Stdio::null()).output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains(" -c ")).count())
 }
 
 fn run_make(
@@ -389,14 +348,13 @@ fn run_make(
     progress: &mut dyn FnMut(&BuildEvent),
 ) -> Result<(), BuildError> {
     let mut log_file = std::fs::File::create(log).map_err(io_err("creating", log))?;
-    let mut child = make_cmd(tools, spec, obj, prefix)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|_| BuildError::ToolMissing {
-            what: "`make`".into(),
-            fix: "install it with `apt-get install make` or run `cargo xtask setup`".into(),
-        })?;
+    let mut child =
+        make_cmd(tools, spec, obj, prefix).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(
+            |_| BuildError::ToolMissing {
+                what: "`make`".into(),
+                fix: "install it with `apt-get install make` or run `cargo xtask setup`".into(),
+            },
+        )?;
     let stderr = child.stderr.take();
     let err_thread = std::thread::spawn(move || {
         let mut lines = Vec::new();
@@ -420,11 +378,7 @@ fn run_make(
                     .or_else(|| line.split_whitespace().last())
                     .unwrap_or("")
                     .to_string();
-                progress(&BuildEvent::Compiled {
-                    done,
-                    total: total.max(done),
-                    unit,
-                });
+                progress(&BuildEvent::Compiled { done, total: total.max(done), unit });
             }
         }
     }
@@ -435,11 +389,7 @@ fn run_make(
     }
     drop(log_file);
     if !status.success() {
-        return Err(BuildError::Compile {
-            name: spec.name.clone(),
-            tail: tail(log),
-            log: log.to_path_buf(),
-        });
+        return Err(BuildError::Compile { name: spec.name.clone(), tail: tail(log), log: log.to_path_buf() });
     }
     Ok(())
 }
@@ -448,10 +398,7 @@ fn run_make(
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    if let Some(first_err) = lines
-        .iter()
-        .position(|l| l.contains("error") || l.contains("%Error"))
-    {
+    if let Some(first_err) = lines.iter().position(|l| l.contains("error") || l.contains("%Error")) {
         let end = (first_err + TAIL_LINES).min(lines.len());
         return lines[first_err..end].join("\n");
     }

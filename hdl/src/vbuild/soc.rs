@@ -59,21 +59,14 @@ impl SocFiles {
                 "cannot read the SoC file list ({e}); it is written with the SoC RTL in hdl/rtl/ (see docs/soc.md)"
             ),
         })?;
-        toml::from_str(&text).map_err(|e| BuildError::SocFiles {
-            path,
-            msg: format!("malformed: {e}"),
-        })
+        toml::from_str(&text).map_err(|e| BuildError::SocFiles { path, msg: format!("malformed: {e}") })
     }
 
     /// Absolute paths of the package sources for a simulation build, in order: packages,
     /// core, debug, then the simulation-only files.
     pub fn package_sources(&self) -> Vec<PathBuf> {
         let pkg = paths::cpu_package_dir();
-        self.package_files
-            .iter()
-            .chain(self.package_sim_files.iter())
-            .map(|f| pkg.join(f))
-            .collect()
+        self.package_files.iter().chain(self.package_sim_files.iter()).map(|f| pkg.join(f)).collect()
     }
 
     /// Absolute include directories inside the package.
@@ -98,12 +91,7 @@ pub struct SocBuild {
 
 impl Default for SocBuild {
     fn default() -> Self {
-        SocBuild {
-            threads: 1,
-            trace_fst: false,
-            opt: OptLevel::Release,
-            cache_root: None,
-        }
+        SocBuild { threads: 1, trace_fst: false, opt: OptLevel::Release, cache_root: None }
     }
 }
 
@@ -115,7 +103,8 @@ pub fn check_cpu_package() -> Result<PathBuf, BuildError> {
     } else {
         Err(BuildError::ToolMissing {
             what: format!("the CV32E40P package at {}", pkg.display()),
-            fix: "run `cargo xtask setup` (pip installs pythondata-cpu-cv32e40p into <workspace>/.venv)".into(),
+            fix: "run `cargo xtask setup` (pip installs pythondata-cpu-cv32e40p into <workspace>/.venv)"
+                .into(),
         })
     }
 }
@@ -146,12 +135,10 @@ pub fn soc_spec(opts: &SocBuild) -> Result<ModelSpec, BuildError> {
     let mut hashed = spec.sources.clone();
     hashed.push(bootrom.clone());
     let h = sources_hash(&hashed)?;
-    spec.params
-        .push(("BUILD_HASH".into(), format!("32'h{}", hex(&h[..4]))));
+    spec.params.push(("BUILD_HASH".into(), format!("32'h{}", hex(&h[..4]))));
     // $readmemh resolves relative names against the simulator's working directory; pin the
     // image by absolute path so ws-sim runs from anywhere.
-    spec.params
-        .push(("BOOTROM_INIT".into(), format!("\"{}\"", bootrom.display())));
+    spec.params.push(("BOOTROM_INIT".into(), format!("\"{}\"", bootrom.display())));
     Ok(spec)
 }
 
