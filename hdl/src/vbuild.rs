@@ -331,8 +331,10 @@ pub fn build(spec: &ModelSpec, progress: &mut dyn FnMut(&BuildEvent)) -> Result<
     // Build time counts from here: waiting for another build is not part of it.
     let t_build = Instant::now();
     progress(&BuildEvent::Start { name: spec.name.clone(), dir: dir.clone() });
-    if dir.exists() {
-        // No stamp: an interrupted build. Start over.
+    // A directory without a stamp is left over from an interrupted build: start over. A
+    // stamp that appeared since the check above is another process's finished build, which
+    // must not be deleted.
+    if dir.exists() && !dir.join("stamp").exists() {
         std::fs::remove_dir_all(&dir).map_err(io_err("removing incomplete build", &dir))?;
     }
     let partial =

@@ -1,6 +1,135 @@
-//! `cargo xtask bench` (filled in below).
-use crate::util::Ctx;
-use anyhow::Result;
-pub fn bench(_ctx: &Ctx) -> Result<()> {
-    anyhow::bail!("bench: not yet wired")
+//! `cargo xtask bench`: the performance table, printed and written to
+//! `target/bench/bench.json`.
+//!
+//! Every figure is measured in this run, and every ratio is against a baseline measured in
+//! the same run on the same machine:
+//!
+//! - SoC simulated cycles per second with the firmware running, with 1 and 2 Verilator
+//!   threads (ratio: 2 threads against 1);
+//! - the same SoC model running only `j .` (the core alone busy), and a bare CV32E40P
+//!   (`cv32e40p_top` with a minimal C++ memory) running `j .` in the same kind of harness
+//!   (ratio: SoC against bare core, the figure ARCHITECTURE.md budgets with);
+//! - the time to build the simulator model from cold (an empty cache, the Verilator runtime
+//!   objects included) and from the cache (ratio: cached against cold).
+//!
+//! Tests never look at these numbers; they are for people and for tracking regressions.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use ws_hdl::bench;
+use ws_hdl::vbuild::BuildEvent;
+
+use crate::util::{spinner, step, Ctx};
+
+/// Cycles per measurement: long enough that the rate settles (a few seconds at ~1 MHz).
+const CYCLES: u64 = 3_000_000;
+
+#[derive(Debug, Serialize)]
+struct Row {
+    /// What was measured.
+    name: String,
+    /// The figure.
+    value: f64,
+    /// Its unit.
+    unit: &'static str,
+    /// Against what baseline the ratio is taken (empty: no ratio).
+    baseline: String,
+    /// `value / baseline value`, when there is a baseline.
+    ratio: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    host: String,
+    cycles_per_measurement: u64,
+    rows: Vec<Row>,
+}
+
+fn row(name: &str, value: f64, unit: &'static str) -> Row {
+    Row { name: name.into(), value, unit, baseline: String::new(), ratio: None }
+}
+
+fn vs(mut r: Row, baseline: &Row) -> Row {
+    r.ratio = Some(r.value / baseline.value);
+    r.baseline = baseline.name.clone();
+    r
+}
+
+pub fn bench(ctx: &Ctx) -> Result<()> {
+    let elf = ctx.firmware_elf();
+    let mut rows = Vec::new();
+
+    step("simulated cycles per second");
+    let measure = |label: &str, f: &dyn Fn() -> Result<bench::CyclesPerSecond, ws_hdl::sim::SimError>| {
+        let pb = spinner(label);
+        let r = f().with_context(|| format!("measuring {label}"));
+        pb.finish_and_clear();
+        r
+    };
+    let soc1 = measure("SoC, firmware, 1 thread", &|| bench::soc_cycles_per_second(1, Some(&elf), CYCLES))?;
+    let soc2 = measure("SoC, firmware, 2 threads (builds that model once)", &|| {
+        bench::soc_cycles_per_second(2, Some(&elf), CYCLES)
+    })?;
+    let spin = measure("SoC, `j .` only, 1 thread", &|| bench::soc_spin_cycles_per_second(1, CYCLES))?;
+    let bare = measure("bare CV32E40P, `j .`, 1 thread (builds that model once)", &|| {
+        bench::bare_core_cycles_per_second(1, CYCLES)
+    })?;
+    let r_bare = row("bare CV32E40P, j ., 1 Verilator thread", bare.cycles_per_second, "cycles/s");
+    let r_soc1 = row("SoC, firmware, 1 Verilator thread", soc1.cycles_per_second, "cycles/s");
+    let r_soc2 = vs(row("SoC, firmware, 2 Verilator threads", soc2.cycles_per_second, "cycles/s"), &r_soc1);
+    let r_spin = vs(row("SoC, core spinning (j .), 1 thread", spin.cycles_per_second, "cycles/s"), &r_bare);
+    let r_soc1 = vs(r_soc1, &r_bare);
+    rows.extend([r_bare, r_soc1, r_soc2, r_spin]);
+
+    step("simulator build time (cold cache, then cached)");
+    let pb = spinner("building the SoC model into an empty cache");
+    let times = bench::build_times(1, &mut |e| {
+        if let BuildEvent::Compiled { done, total, unit } = e {
+            pb.set_message(format!("building the SoC model into an empty cache: {done}/{total} {unit}"));
+        }
+    })
+    .context("measuring build times")?;
+    pb.finish_and_clear();
+    let cold = row("SoC model build, cold cache", times.cold.as_secs_f64(), "s");
+    let cached = vs(row("SoC model build, cached", times.cached.as_secs_f64(), "s"), &cold);
+    rows.extend([cold, cached]);
+
+    print_table(&rows);
+    let report = Report {
+        host: format!("{} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        cycles_per_measurement: CYCLES,
+        rows,
+    };
+    let dir = ctx.root.join("target/bench");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("bench.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn fmt_value(r: &Row) -> String {
+    match r.unit {
+        "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
+        "s" if r.value < 1.0 => format!("{:.1} ms", r.value * 1e3),
+        "s" => format!("{:.1} s", r.value),
+        u => format!("{} {u}", r.value),
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    let w0 = rows.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let vals: Vec<String> = rows.iter().map(fmt_value).collect();
+    let w1 = vals.iter().map(String::len).max().unwrap_or(0);
+    println!("{:<w0$}  {:>w1$}  ratio", "measurement", "value");
+    println!("{}", "-".repeat(w0 + w1 + 30));
+    for (r, v) in rows.iter().zip(&vals) {
+        let ratio = match r.ratio {
+            Some(x) if x >= 0.01 => format!("{x:.3} × {}", r.baseline),
+            Some(x) => format!("1/{:.0} of {}", 1.0 / x, r.baseline),
+            None => String::new(),
+        };
+        println!("{:<w0$}  {v:>w1$}  {ratio}", r.name);
+    }
 }
