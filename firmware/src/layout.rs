@@ -6,11 +6,14 @@
 use ws_common::ctrl::cmd::Window;
 use ws_common::regmap::map;
 
-/// Bytes at the top of RAM reserved as the host's poke window (the `SCRATCH` region of
-/// `memory.x`). No code, data or stack is placed there.
-pub const SCRATCH_LEN: u32 = 4 * 1024;
+/// Bytes at the top of RAM reserved as the scratch window (the `SCRATCH` region of
+/// `memory.x`): the boot header and boot-mode word (`ws_common::boot`), and the host's poke
+/// window. No code, data or stack is placed there.
+pub const SCRATCH_LEN: u32 = map::RAM_BASE + map::RAM_SIZE - SCRATCH_BASE;
 /// First byte of the scratch (poke) window.
-pub const SCRATCH_BASE: u32 = map::RAM_BASE + map::RAM_SIZE - SCRATCH_LEN;
+pub const SCRATCH_BASE: u32 = ws_common::boot::SCRATCH_BASE;
+/// Bytes of the `IMAGE` region of `memory.x`: code, constants and the load copy of `.data`.
+pub const IMAGE_LEN: u32 = 128 * 1024;
 /// Bytes of RAM the linker may use for the firmware image and its stack.
 pub const FIRMWARE_RAM_LEN: u32 = map::RAM_SIZE - SCRATCH_LEN;
 
@@ -74,8 +77,13 @@ mod tests {
 
     #[test]
     fn memory_x_matches_the_register_map() {
-        assert_eq!(region("RAM"), (map::RAM_BASE, FIRMWARE_RAM_LEN));
+        assert_eq!(region("IMAGE"), (map::RAM_BASE, IMAGE_LEN));
+        assert_eq!(region("RAM"), (map::RAM_BASE + IMAGE_LEN, FIRMWARE_RAM_LEN - IMAGE_LEN));
         assert_eq!(region("SCRATCH"), (SCRATCH_BASE, SCRATCH_LEN));
+        assert_eq!(SCRATCH_LEN, 4096);
+        // The image region lies where the boot ROM accepts images.
+        let (base, len) = ws_common::boot::IMAGE_WINDOW;
+        assert!(map::RAM_BASE >= base && map::RAM_BASE + IMAGE_LEN <= base + len);
         assert_eq!(SCRATCH_BASE + SCRATCH_LEN, map::RAM_BASE + map::RAM_SIZE);
     }
 

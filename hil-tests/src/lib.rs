@@ -40,6 +40,16 @@ pub struct Needs {
     pub sim_control: bool,
 }
 
+/// What the board's RAM holds when the scenario starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boot {
+    /// The firmware under test, preloaded (on the simulator, by backdoor, with its boot
+    /// header), so the boot ROM checks it and jumps to it.
+    Firmware,
+    /// Nothing: the boot ROM finds no image and serves its link loader.
+    Loader,
+}
+
 /// A connected board, ready for a scenario.
 pub struct Rig {
     /// The control-protocol client on the board's host link.
@@ -83,6 +93,11 @@ impl Rig {
     /// Panics with the driver's message when the board should work but does not: that is a
     /// failure, not a skip.
     pub fn open(scenario: &str, needs: Needs) -> Option<Rig> {
+        Self::open_with(scenario, needs, Boot::Firmware)
+    }
+
+    /// Opens the board with its RAM holding `boot`.
+    pub fn open_with(scenario: &str, needs: Needs, boot: Boot) -> Option<Rig> {
         let name = std::env::var("WS_BOARD").unwrap_or_else(|_| "sim".into());
         let board = match Board::load(&name) {
             Ok(b) => b,
@@ -108,7 +123,10 @@ impl Rig {
                 elf.display()
             );
         }
-        let mut opts = SimOptions::with_elf(&elf);
+        let mut opts = match boot {
+            Boot::Firmware => SimOptions::with_elf(&elf),
+            Boot::Loader => SimOptions { loader: true, elf: None, ..SimOptions::with_elf(&elf) },
+        };
         opts.board = board.path.clone();
         opts.quiet = true;
         let sim =
@@ -147,7 +165,8 @@ impl Rig {
     }
 }
 
-/// Pings until the firmware answers (it may still be booting), failing the scenario after
+/// Pings until the board answers (the firmware, or the boot ROM's loader, which also answers
+/// pings; either may still be starting), failing the scenario after
 /// [`BOOT_TIMEOUT`].
 fn wait_for_boot(scenario: &str, client: &mut Client) {
     let start = Instant::now();

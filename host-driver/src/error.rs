@@ -28,6 +28,9 @@ pub enum Error {
     /// Reading or decoding defmt logs failed.
     #[error(transparent)]
     Log(#[from] LogError),
+    /// Flashing through the boot ROM's link loader failed.
+    #[error(transparent)]
+    Loader(#[from] LoaderError),
 }
 
 impl Error {
@@ -431,4 +434,41 @@ pub enum LogError {
 
 fn list_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Failures of flashing through the boot ROM's link loader (`host_driver::loader`).
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    /// could not read firmware ELF {} ({source}): build it with `cargo xtask build`, or pass the right path
+    #[error("could not read firmware ELF {} ({source}): build it with `cargo xtask build`, or pass the right path", path.display())]
+    ReadElf {
+        /// The ELF path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {what} is not a usable firmware ELF: {why}
+    #[error("{what} is not a usable firmware ELF: {why}")]
+    BadElf {
+        /// The file.
+        what: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// the boot ROM refuses {what}: {why}; nothing was booted and the board waits in its loader for another try
+    #[error("the boot ROM refuses {what}: {why}; nothing was booted and the board waits in its loader for another try")]
+    Refused {
+        /// What was refused.
+        what: String,
+        /// The boot ROM's reason.
+        why: String,
+    },
+    /// no answer while waiting for {what} within {waited:?}: check `wsctl logs` and `wsctl sim status`; the board may be stuck in its boot ROM (LEDs 0x3c) or have faulted
+    #[error("no answer while waiting for {what} within {waited:?}: check `wsctl logs` and `wsctl sim status`; the board may be stuck in its boot ROM (LEDs 0x3c) or have faulted")]
+    NoAnswer {
+        /// What we waited for.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+    },
 }

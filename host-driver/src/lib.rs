@@ -13,6 +13,7 @@
 //!   stale answers, retries, and one typed helper per command.
 //! - [`endpoints`]: which addresses to talk to (command line, running simulator, board file).
 //! - [`sim`]: starting, querying and stopping a background `ws-sim`, and its control port.
+//! - [`loader`]: flashing through the boot ROM's link loader, and the firmware image format.
 //! - [`logs`]: defmt log decoding against the firmware ELF, with source locations.
 //! - [`report`]: the tables and dumps `wsctl` prints, as plain functions with tests.
 //! - [`parse`]: number and byte-string parsing for command-line arguments.
@@ -26,6 +27,7 @@ pub mod board;
 pub mod client;
 pub mod endpoints;
 pub mod error;
+pub mod loader;
 pub mod logs;
 pub mod parse;
 pub mod report;

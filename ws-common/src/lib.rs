@@ -10,6 +10,7 @@
 #![no_std]
 #![warn(missing_docs)]
 
+pub mod boot;
 pub mod crc32c;
 pub mod ctrl;
 pub mod regmap;

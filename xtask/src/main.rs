@@ -3,6 +3,7 @@
 //! `run` and `test` call `setup` first, so a fresh clone needs only those two commands.
 
 mod bench;
+mod bootrom;
 mod build;
 mod regmap;
 mod run;

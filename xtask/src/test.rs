@@ -5,43 +5,53 @@ use anyhow::{Context, Result};
 
 const HOST_TARGET: &str = "x86_64-unknown-linux-gnu";
 
+/// The target crates, each its own cargo workspace: the firmware and the boot ROM.
+const TARGET_CRATES: &[&str] = &["firmware", "firmware/bootrom"];
+
 pub fn test(ctx: &Ctx) -> Result<()> {
+    let in_dir = |dir: &str| {
+        let mut c = ctx.cargo();
+        c.current_dir(ctx.root.join(dir));
+        c
+    };
+
     step("format (cargo fmt --check)");
     run(ctx.cargo().args(["fmt", "--all", "--check"])).context("run `cargo fmt --all` to fix")?;
-    run(ctx.cargo().current_dir(ctx.root.join("firmware")).args(["fmt", "--check"]))
-        .context("run `cargo fmt` in firmware/ to fix")?;
+    for dir in TARGET_CRATES {
+        run(in_dir(dir).args(["fmt", "--check"]))
+            .with_context(|| format!("run `cargo fmt` in {dir}/ to fix"))?;
+    }
 
     step("register map is up to date (cargo xtask regen --check)");
     crate::regmap::regen(&ctx.root, true)?;
 
     step("clippy -D warnings (host workspace)");
     run(ctx.cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
-    step("clippy -D warnings (firmware, target and host-side tests)");
-    let fw = || {
-        let mut c = ctx.cargo();
-        c.current_dir(ctx.root.join("firmware"));
-        c
-    };
-    run(fw().args(["clippy", "--release", "--quiet", "--", "-D", "warnings"]))?;
-    run(fw().args([
-        "clippy",
-        "--lib",
-        "--tests",
-        "--quiet",
-        "--target",
-        HOST_TARGET,
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    for dir in TARGET_CRATES {
+        step(&format!("clippy -D warnings ({dir}: target, then host-side tests)"));
+        run(in_dir(dir).args(["clippy", "--release", "--quiet", "--", "-D", "warnings"]))?;
+        run(in_dir(dir).args([
+            "clippy",
+            "--lib",
+            "--tests",
+            "--quiet",
+            "--target",
+            HOST_TARGET,
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
 
     step("docs build without warnings (cargo doc)");
     run(ctx.cargo().env("RUSTDOCFLAGS", "-D warnings").args(["doc", "--workspace", "--no-deps", "--quiet"]))?;
 
-    step("firmware logic unit tests (on the host)");
-    run(fw().args(["test", "--lib", "--quiet", "--target", HOST_TARGET]))?;
+    for dir in TARGET_CRATES {
+        step(&format!("{dir}: logic unit tests (on the host)"));
+        run(in_dir(dir).args(["test", "--lib", "--quiet", "--target", HOST_TARGET]))?;
+    }
 
-    crate::build::build(ctx)?;
+    crate::build::build_with(ctx, crate::bootrom::Mode::Check)?;
 
     step("workspace tests: protocol, block testbenches, host driver, hardware-in-the-loop on the simulated board");
     run(ctx.cargo().env("WS_SIM_BIN", ctx.bin("ws-sim")).env("WS_FIRMWARE_ELF", ctx.firmware_elf()).args([

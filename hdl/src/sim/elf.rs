@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use object::elf;
 use object::read::elf::{FileHeader, ProgramHeader};
 
+use ws_common::boot::{ImageError, ImageHeader};
+
 use super::soc::{Soc, SocError};
 
 /// Why a firmware image was refused.
@@ -57,6 +59,14 @@ pub enum ElfError {
         entry: u64,
         /// RAM base.
         base: u32,
+    },
+    /// The image breaks a rule of the boot ROM's image format.
+    #[error("{what}: the boot ROM would refuse it: {}; keep the firmware's file-backed sections inside {:#010x}..{:#010x} (ws_common::boot, firmware/memory.x)", why.describe(), ws_common::boot::IMAGE_WINDOW.0, ws_common::boot::IMAGE_WINDOW.0 + ws_common::boot::IMAGE_WINDOW.1)]
+    BootImage {
+        /// File or "image".
+        what: String,
+        /// The rule broken.
+        why: ws_common::boot::ImageError,
     },
     /// Nothing to load.
     #[error("{0}: no PT_LOAD segment with data")]
@@ -154,7 +164,31 @@ impl Image {
         Ok(())
     }
 
-    /// Validates and writes the image into the SoC's RAM by backdoor, `.bss` zeroed.
+    /// The boot image of this ELF (`ws_common::boot`): the file-backed bytes of its loadable
+    /// segments from the lowest to the highest address, gaps zero-filled, padded to a whole
+    /// word, and the header the boot ROM checks before it jumps to the entry point.
+    pub fn boot_image(&self) -> Result<(ImageHeader, Vec<u8>), ElfError> {
+        let with_data = || self.segments.iter().filter(|s| !s.data.is_empty());
+        let start = with_data().map(|s| s.addr).min().ok_or_else(|| ElfError::Empty(self.what.clone()))?;
+        let end = with_data().map(|s| u64::from(s.addr) + s.data.len() as u64).max().unwrap_or(0);
+        let bad = |why| ElfError::BootImage { what: self.what.clone(), why };
+        let len = usize::try_from(end - u64::from(start)).map_err(|_| bad(ImageError::OutOfWindow))?;
+        if len > ws_common::boot::IMAGE_WINDOW.1 as usize {
+            return Err(bad(ImageError::OutOfWindow));
+        }
+        let mut bytes = vec![0u8; len.div_ceil(4) * 4];
+        for s in with_data() {
+            let off = (s.addr - start) as usize;
+            bytes[off..off + s.data.len()].copy_from_slice(&s.data);
+        }
+        let header = ImageHeader::for_image(start, self.entry, &bytes);
+        header.validate().map_err(bad)?;
+        Ok((header, bytes))
+    }
+
+    /// Validates and writes the image into the SoC's RAM by backdoor, `.bss` zeroed, and its
+    /// boot header at `ws_common::boot::HEADER_ADDR`, so the boot ROM checks and boots it as
+    /// it would an image the link loader received.
     pub fn load(&self, soc: &mut Soc, ram_base: u32) -> Result<(), ElfError> {
         let ram_size = soc.ram_words().saturating_mul(4);
         if ram_size == 0 {
@@ -169,6 +203,8 @@ impl Image {
                 soc.ram_write_bytes(off + s.data.len() as u32, &vec![0u8; bss])?;
             }
         }
+        let (header, _) = self.boot_image()?;
+        soc.ram_write_bytes(ws_common::boot::HEADER_ADDR - ram_base, &header.encode())?;
         Ok(())
     }
 }

@@ -31,12 +31,17 @@ pub enum Demo {
 )]
 pub struct SimOptions {
     /// Firmware ELF: its PT_LOAD segments are written into RAM by backdoor before reset.
-    #[arg(long, value_name = "FILE", required_unless_present_any = ["demo", "build_only"])]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["demo", "build_only", "loader"])]
     pub elf: Option<PathBuf>,
 
     /// Run a built-in RAM program instead of an ELF.
     #[arg(long, value_enum, conflicts_with = "elf")]
     pub demo: Option<Demo>,
+
+    /// Load nothing: the boot ROM finds no valid image in RAM and waits for one on the host
+    /// link (`wsctl flash --via link`).
+    #[arg(long, conflicts_with_all = ["elf", "demo"])]
+    pub loader: bool,
 
     /// Board description (clock, UART baud, RAM region, default port base).
     #[arg(long, value_name = "FILE", default_value = "boards/sim/board.toml")]
@@ -103,6 +108,7 @@ impl SimOptions {
         SimOptions {
             elf,
             demo,
+            loader: false,
             board: PathBuf::from("boards/sim/board.toml"),
             port_base: Some(0),
             threads: 1,
@@ -152,6 +158,9 @@ impl SimOptions {
             push("--parent-pid", p.to_string());
         }
         push("--idle-hz", self.idle_hz.to_string());
+        if self.loader {
+            a.push("--loader".into());
+        }
         if self.quiet {
             a.push("--quiet".into());
         }

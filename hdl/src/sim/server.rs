@@ -105,7 +105,9 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         uart_div_fallback: board.uart_div(),
     };
     let mut soc = Soc::load(model, &cfg)?;
-    program.image.load(&mut soc, board.ram_base)?;
+    if !program.image.segments.is_empty() {
+        program.image.load(&mut soc, board.ram_base)?;
+    }
     soc.set_tx_cap(SOC_TX_CAP);
     soc.reset(RESET_CYCLES);
 
@@ -176,9 +178,15 @@ impl Program {
                 };
                 (demo_image(demo, &words, board.ram_base), None, Some(demo))
             }
+            // Nothing in RAM: the boot ROM finds no valid image and serves its link loader.
+            (None, None) if opts.loader => (
+                Image { what: "nothing (the boot ROM waits for an image)".into(), entry: board.ram_base, segments: vec![] },
+                None,
+                None,
+            ),
             (None, None) => {
                 return Err(SimError::Options(
-                    "nothing to run: pass --elf FILE (the firmware) or --demo echo|sleep|spin".into(),
+                    "nothing to run: pass --elf FILE (the firmware), --demo echo|sleep|spin, or --loader".into(),
                 ))
             }
         };
@@ -191,7 +199,7 @@ impl Program {
         match (&self.elf, self.demo) {
             (Some(p), _) => p.display().to_string(),
             (None, Some(d)) => format!("demo `{}`", demo_name(d)),
-            (None, None) => "nothing".into(),
+            (None, None) => "the boot ROM's link loader (no image)".into(),
         }
     }
 }

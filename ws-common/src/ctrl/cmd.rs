@@ -1,6 +1,10 @@
 //! One type per control command. Adding a command means adding a file here and an opcode.
 
 mod identity;
+mod load_begin;
+mod load_boot;
+mod load_data;
+mod loader_info;
 mod log_echo;
 mod peek;
 mod ping;
@@ -9,6 +13,10 @@ mod reset;
 mod stats;
 
 pub use identity::{BlockInfo, Identity, IdentityInfo, Window, MAX_BLOCKS};
+pub use load_begin::LoadBegin;
+pub use load_boot::LoadBoot;
+pub use load_data::{LoadData, MAX_LOAD_CHUNK};
+pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
 pub use peek::{Peek, PeekData, MAX_PEEK};
 pub use ping::Ping;
@@ -34,6 +42,14 @@ pub mod opcode {
     pub const STATS: u8 = 0x06;
     /// [`super::LogEcho`].
     pub const LOG_ECHO: u8 = 0x07;
+    /// [`super::LoaderInfo`] (boot-ROM loader only).
+    pub const LOADER_INFO: u8 = 0x20;
+    /// [`super::LoadBegin`] (boot-ROM loader only).
+    pub const LOAD_BEGIN: u8 = 0x21;
+    /// [`super::LoadData`] (boot-ROM loader only).
+    pub const LOAD_DATA: u8 = 0x22;
+    /// [`super::LoadBoot`] (boot-ROM loader only).
+    pub const LOAD_BOOT: u8 = 0x23;
 }
 
 /// Encodes a whole response frame: status byte, then (on success) the command's data.

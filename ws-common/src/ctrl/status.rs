@@ -22,6 +22,10 @@ pub enum Status {
     FrameTooLong = 7,
     /// An argument is outside its allowed range.
     BadArgument = 8,
+    /// The boot-ROM loader refused an image header or image; `LoaderInfo` says why.
+    BadImage = 9,
+    /// `LoadData` or `LoadBoot` before an accepted `LoadBegin`.
+    NoImage = 10,
     /// A status byte this host does not know.
     Unknown = 0xff,
 }
@@ -39,6 +43,8 @@ impl Status {
             6 => Self::BadVersion,
             7 => Self::FrameTooLong,
             8 => Self::BadArgument,
+            9 => Self::BadImage,
+            10 => Self::NoImage,
             _ => Self::Unknown,
         }
     }
@@ -57,6 +63,8 @@ impl Status {
             Self::BadVersion => "protocol version mismatch between host and firmware",
             Self::FrameTooLong => "frame longer than the protocol maximum",
             Self::BadArgument => "argument out of range",
+            Self::BadImage => "the boot ROM refused the image (`LoaderInfo` gives the reason)",
+            Self::NoImage => "no image header accepted yet: send LoadBegin first",
             Self::Unknown => "unknown status code",
         }
     }
