@@ -81,6 +81,22 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
     let r_soc1 = vs(r_soc1, &r_bare);
     rows.extend([r_bare, r_soc1, r_soc2, r_spin]);
 
+    step("boot-ROM link loader throughput");
+    let pb = spinner("flashing the firmware through the boot ROM's loader");
+    let ll = link_loader(ctx).context("measuring the link loader")?;
+    pb.finish_and_clear();
+    let ideal = row("simulated host link, ideal: 1 byte per cycle", ll.sim_hz, "bytes/s");
+    let r_ll = vs(
+        row("link loader (wsctl flash --via link), image bytes/s", ll.bytes_per_second, "bytes/s"),
+        &ideal,
+    );
+    let r_cyc = row(
+        "link loader, simulated cycles per image byte (incl. CRC check, boot)",
+        ll.cycles_per_byte,
+        "cycles/byte",
+    );
+    rows.extend([ideal, r_ll, r_cyc]);
+
     step("simulator build time (cold cache, then cached)");
     let pb = spinner("building the SoC model into an empty cache");
     let times = bench::build_times(1, &mut |e| {
@@ -109,8 +125,50 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
     Ok(())
 }
 
+struct LinkLoader {
+    bytes_per_second: f64,
+    cycles_per_byte: f64,
+    /// Simulated cycles per wall second during the transfer.
+    sim_hz: f64,
+}
+
+/// Flashes the firmware through the boot ROM's loader on a fresh simulator (empty RAM) and
+/// relates the transfer to the simulated cycles it took: the link moves at most one byte per
+/// cycle each way, so cycles per byte is the figure against the ideal, independent of the
+/// host's speed.
+fn link_loader(ctx: &Ctx) -> Result<LinkLoader> {
+    use host_driver::client::Client;
+    use host_driver::loader::{flash_via_link, FirmwareImage};
+    use host_driver::transport::SimTransport;
+    use ws_hdl::sim::{SimOptions, SimProcess};
+
+    let image = FirmwareImage::read(&ctx.firmware_elf())?;
+    let opts =
+        SimOptions { loader: true, elf: None, quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) };
+    std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
+    let sim = SimProcess::start(&opts)?;
+    let mut client = Client::new(Box::new(SimTransport::connect(sim.link_addr())?));
+    client.set_timeout(std::time::Duration::from_secs(10));
+    client.ping(1)?;
+    let cycle = |sim: &SimProcess| -> Result<f64> {
+        Ok(sim.stats()?["cycle"].as_u64().context("ws-sim stats without `cycle`")? as f64)
+    };
+    let c0 = cycle(&sim)?;
+    let t0 = std::time::Instant::now();
+    let report = flash_via_link(&mut client, &image, &mut |_| {})?;
+    let wall = t0.elapsed().as_secs_f64();
+    let cycles = cycle(&sim)? - c0;
+    Ok(LinkLoader {
+        bytes_per_second: report.bytes_per_second(),
+        cycles_per_byte: cycles / report.bytes as f64,
+        sim_hz: cycles / wall,
+    })
+}
+
 fn fmt_value(r: &Row) -> String {
     match r.unit {
+        "bytes/s" => format!("{:.1} kB/s", r.value / 1e3),
+        "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
         "s" if r.value < 1.0 => format!("{:.1} ms", r.value * 1e3),
         "s" => format!("{:.1} s", r.value),
