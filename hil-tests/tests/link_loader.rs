@@ -21,13 +21,18 @@ fn last_error(rig: &mut Rig) -> Option<ImageError> {
 
 #[test]
 fn bad_images_are_refused_and_the_good_one_boots() {
-    let Some(mut rig) = Rig::open_with("link_loader", Needs { defmt_log: true, ..Needs::default() }, Boot::Loader)
+    let Some(mut rig) =
+        Rig::open_with("link_loader", Needs { defmt_log: true, ..Needs::default() }, Boot::Loader)
     else {
         return;
     };
     let image = FirmwareImage::read(&rig.elf).expect("firmware image");
     let st = loader_state(&mut rig.client).unwrap().expect("empty RAM: the boot ROM serves its loader");
-    assert_eq!(ImageError::from_code(st.last_error), Some(ImageError::BadMagic), "no image was found at reset");
+    assert_eq!(
+        ImageError::from_code(st.last_error),
+        Some(ImageError::BadMagic),
+        "no image was found at reset"
+    );
 
     // 1. Corrupted: one flipped bit in the image body. Every chunk is accepted; the boot check
     //    refuses it with the reason, and nothing runs.

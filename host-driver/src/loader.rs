@@ -119,7 +119,8 @@ impl FirmwareImage {
     /// refused here, before anything is sent.
     pub fn from_elf(data: &[u8], what: &str) -> Result<Self> {
         let bad = |why: String| Error::from(LoaderError::BadElf { what: what.into(), why });
-        let file = ElfFile32::<Endianness>::parse(data).map_err(|e| bad(format!("not a 32-bit ELF ({e})")))?;
+        let file =
+            ElfFile32::<Endianness>::parse(data).map_err(|e| bad(format!("not a 32-bit ELF ({e})")))?;
         let endian = file.endian();
         let hdr = file.elf_header();
         if hdr.e_machine.get(endian) != elf::EM_RISCV {
@@ -132,10 +133,15 @@ impl FirmwareImage {
                 continue;
             }
             let bytes = ph.data(endian, data).map_err(|_| bad("a segment lies outside the file".into()))?;
-            segments.push(Segment { addr: ph.p_paddr(endian), data: bytes.to_vec(), mem_size: ph.p_memsz(endian) });
+            segments.push(Segment {
+                addr: ph.p_paddr(endian),
+                data: bytes.to_vec(),
+                mem_size: ph.p_memsz(endian),
+            });
         }
         let with_data = || segments.iter().filter(|s| !s.data.is_empty());
-        let start = with_data().map(|s| s.addr).min().ok_or_else(|| bad("no loadable segment with data".into()))?;
+        let start =
+            with_data().map(|s| s.addr).min().ok_or_else(|| bad("no loadable segment with data".into()))?;
         let end = with_data().map(|s| u64::from(s.addr) + s.data.len() as u64).max().unwrap_or(0);
         let (wbase, wlen) = IMAGE_WINDOW;
         let refuse = |why: ImageError| {
@@ -355,7 +361,8 @@ mod tests {
     #[test]
     fn image_spans_the_file_backed_segments() {
         let base = ws_common::regmap::map::RAM_BASE;
-        let e = elf(base, &[(base, &[1, 2, 3, 4, 5, 6], 6), (base + 16, &[9; 4], 4), (base + 0x2_0000, &[], 64)]);
+        let e =
+            elf(base, &[(base, &[1, 2, 3, 4, 5, 6], 6), (base + 16, &[9; 4], 4), (base + 0x2_0000, &[], 64)]);
         let img = FirmwareImage::from_elf(&e, "test").unwrap();
         assert_eq!(img.bytes, [1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9]);
         assert_eq!((img.header.load, img.header.length, img.header.entry), (base, 20, base));
@@ -368,7 +375,8 @@ mod tests {
         let err = |e: Vec<u8>| FirmwareImage::from_elf(&e, "test").unwrap_err().to_string();
         assert!(err(elf(base, &[(0x2000_0000, &[0; 8], 8)])).contains("does not fit"));
         assert!(err(elf(base + 64, &[(base, &[0; 8], 8)])).contains("entry point"));
-        assert!(err(elf(base, &[(base, &[0; 8], 8), (ws_common::boot::SCRATCH_BASE, &[], 4)])).contains("does not fit"));
+        assert!(err(elf(base, &[(base, &[0; 8], 8), (ws_common::boot::SCRATCH_BASE, &[], 4)]))
+            .contains("does not fit"));
         assert!(err(vec![0; 10]).contains("not a 32-bit ELF"));
         assert!(err(elf(base, &[(base, &[], 8)])).contains("no loadable segment"));
     }

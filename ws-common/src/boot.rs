@@ -90,12 +90,16 @@ impl ImageError {
         match self {
             Self::Short => "the image header is truncated: resend all 28 bytes",
             Self::BadMagic => "not a weightstream image (magic is not \"WSFW\"): build it with `wsctl flash`",
-            Self::BadVersion => "image header version unknown to this boot ROM: update the host tools or the ROM",
+            Self::BadVersion => {
+                "image header version unknown to this boot ROM: update the host tools or the ROM"
+            }
             Self::BadHeaderCrc => "the image header is corrupt (header CRC mismatch): resend it",
             Self::Misaligned => "load address, length and entry must be multiples of 4",
             Self::OutOfWindow => "the image is empty or does not fit in the RAM the loader allows",
             Self::BadEntry => "the entry point lies outside the image",
-            Self::BadImageCrc => "the image in RAM does not match its CRC: it was corrupted or truncated, load it again",
+            Self::BadImageCrc => {
+                "the image in RAM does not match its CRC: it was corrupted or truncated, load it again"
+            }
         }
     }
 
@@ -248,7 +252,8 @@ mod tests {
 
     #[test]
     fn window_alignment_and_entry_rules() {
-        let ok = ImageHeader { flags: 0, load: map::RAM_BASE, length: 1024, entry: map::RAM_BASE, image_crc: 0 };
+        let ok =
+            ImageHeader { flags: 0, load: map::RAM_BASE, length: 1024, entry: map::RAM_BASE, image_crc: 0 };
         assert_eq!(ok.validate(), Ok(()));
         let check = |f: &dyn Fn(&mut ImageHeader)| {
             let mut h = ok;
@@ -258,7 +263,10 @@ mod tests {
         assert_eq!(check(&|h| h.load += 2), Err(ImageError::Misaligned));
         assert_eq!(check(&|h| h.length = 0), Err(ImageError::OutOfWindow));
         assert_eq!(check(&|h| h.load = map::RAM_BASE - 4), Err(ImageError::OutOfWindow));
-        assert_eq!(check(&|h| h.load = SCRATCH_BASE - LOADER_STACK_BYTES - 1020), Err(ImageError::OutOfWindow));
+        assert_eq!(
+            check(&|h| h.load = SCRATCH_BASE - LOADER_STACK_BYTES - 1020),
+            Err(ImageError::OutOfWindow)
+        );
         assert_eq!(check(&|h| h.load = HEADER_ADDR), Err(ImageError::OutOfWindow));
         assert_eq!(check(&|h| h.load = 0xffff_fc00), Err(ImageError::OutOfWindow));
         assert_eq!(check(&|h| h.entry = map::RAM_BASE + 1024), Err(ImageError::BadEntry));

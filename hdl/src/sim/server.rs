@@ -180,13 +180,18 @@ impl Program {
             }
             // Nothing in RAM: the boot ROM finds no valid image and serves its link loader.
             (None, None) if opts.loader => (
-                Image { what: "nothing (the boot ROM waits for an image)".into(), entry: board.ram_base, segments: vec![] },
+                Image {
+                    what: "nothing (the boot ROM waits for an image)".into(),
+                    entry: board.ram_base,
+                    segments: vec![],
+                },
                 None,
                 None,
             ),
             (None, None) => {
                 return Err(SimError::Options(
-                    "nothing to run: pass --elf FILE (the firmware), --demo echo|sleep|spin, or --loader".into(),
+                    "nothing to run: pass --elf FILE (the firmware), --demo echo|sleep|spin, or --loader"
+                        .into(),
                 ))
             }
         };
