@@ -322,17 +322,103 @@ fn the_simulator_exits_when_its_parent_does() {
     assert!(status.success(), "{status}");
 }
 
-#[test]
-fn the_jtag_port_is_held_but_serves_nothing_yet() {
-    let sim = echo();
-    let jtag: std::net::SocketAddr = sim.stats().unwrap()["jtag"].as_str().unwrap().parse().unwrap();
-    let mut s = TcpStream::connect(jtag).unwrap();
-    s.set_read_timeout(Some(WAIT)).unwrap();
-    let mut buf = [0u8; 8];
-    match s.read(&mut buf) {
-        Ok(n) => assert_eq!(n, 0),
-        Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset),
+/// TMS/TDI for Test-Logic-Reset → Run-Test/Idle → Shift-DR, 32 shifts, Update → Idle: the
+/// IDCODE register (selected by the reset) comes out on TDO at bits 9..41.
+fn idcode_scan() -> (u32, Vec<u8>) {
+    let mut tms = vec![true, true, true, true, true, false, true, false, false];
+    tms.extend(std::iter::repeat_n(false, 31));
+    tms.extend([true, true, false]);
+    let mut bytes = vec![0u8; tms.len().div_ceil(8)];
+    for (i, &b) in tms.iter().enumerate() {
+        bytes[i / 8] |= u8::from(b) << (i % 8);
     }
+    (tms.len() as u32, bytes)
+}
+
+fn jtag_addr(sim: &SimProcess) -> std::net::SocketAddr {
+    sim.stats().unwrap()["jtag"].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_jtag_port_reads_the_idcode_over_xvc_and_remote_bitbang() {
+    let sim = start(SimOptions::with_demo(Demo::Spin));
+    let addr = jtag_addr(&sim);
+    // ws_soc's JTAG_IDCODE parameter (docs/soc.md).
+    let idcode = 0x1000_5a57;
+
+    // XVC 1.0.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"getinfo:").unwrap();
+    let mut info = Vec::new();
+    while info.last() != Some(&b'\n') {
+        info.extend(read_n(&mut s, 1));
+    }
+    assert!(info.starts_with(b"xvcServer_v1.0:"), "{:?}", String::from_utf8_lossy(&info));
+    let (bits, tms) = idcode_scan();
+    let mut req = b"shift:".to_vec();
+    req.extend_from_slice(&bits.to_le_bytes());
+    req.extend_from_slice(&tms);
+    req.extend(vec![0u8; tms.len()]);
+    s.write_all(&req).unwrap();
+    let tdo = read_n(&mut s, tms.len());
+    let got = (0..32).fold(0u32, |acc, i| acc | (u32::from(tdo[(9 + i) / 8] >> ((9 + i) % 8) & 1) << i));
+    assert_eq!(got, idcode);
+    let st = sim.stats().unwrap();
+    assert_eq!((st["jtag_client"].as_bool(), st["jtag_protocol"].as_str()), (Some(true), Some("xvc")));
+
+    // A second client is told the port is busy, and closed.
+    let mut second = TcpStream::connect(addr).unwrap();
+    let mut line = String::new();
+    second.set_read_timeout(Some(WAIT)).unwrap();
+    second.read_to_string(&mut line).unwrap();
+    assert!(line.contains("busy"), "{line}");
+    drop(s);
+
+    // OpenOCD remote_bitbang: read TDO before each rising edge, then quit.
+    wait_for("the XVC client to be gone", || sim.stats().unwrap()["jtag_client"] == false);
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req = b"Bt r".to_vec();
+    for i in 0..bits as usize {
+        let tms_bit = tms[i / 8] >> (i % 8) & 1;
+        let v = tms_bit << 1;
+        req.push(b'0' + v);
+        if (9..41).contains(&i) {
+            req.push(b'R');
+        }
+        req.push(b'4' + v);
+    }
+    req.extend_from_slice(b"bQ");
+    s.write_all(&req).unwrap();
+    let out = read_n(&mut s, 32);
+    let got = out.iter().enumerate().fold(0u32, |acc, (i, &c)| acc | (u32::from(c == b'1') << i));
+    assert_eq!(got, idcode);
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "Q closes the session");
+    assert!(sim.stats().unwrap()["jtag_tck"].as_u64().unwrap() >= 2 * u64::from(bits));
+}
+
+#[test]
+fn malformed_jtag_input_drops_that_client_only() {
+    let sim = echo();
+    let addr = jtag_addr(&sim);
+    for bad in [&b"\xff\xfe"[..], b"getinfo?", b"shift:\xff\xff\xff\xff", b"0c", b"R\x80"] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(bad).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut rest = Vec::new();
+        match s.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{bad:?}"),
+        }
+    }
+    // The simulator still serves everything, JTAG included.
+    let mut link = link_client(&sim);
+    link.write_all(&[0x41]).unwrap();
+    assert_eq!(read_n(&mut link, 1), [0x42]);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"getinfo:").unwrap();
+    assert_eq!(&read_n(&mut s, 15), b"xvcServer_v1.0:");
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {

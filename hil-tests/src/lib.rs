@@ -143,6 +143,15 @@ impl Rig {
         self.sim.as_ref()
     }
 
+    /// The simulator's JTAG server (XVC / remote_bitbang, docs/jtag.md), on the simulated
+    /// board: the control port's `stats` says where it listens.
+    pub fn jtag_addr(&self) -> Option<SocketAddr> {
+        let stats =
+            self.sim.as_ref()?.stats().unwrap_or_else(|e| panic!("asking the simulator for stats: {e}"));
+        let addr = stats["jtag"].as_str().unwrap_or_else(|| panic!("stats has no `jtag` address: {stats}"));
+        Some(addr.parse().unwrap_or_else(|e| panic!("stats' jtag address `{addr}`: {e}")))
+    }
+
     /// Every defmt log line the board has printed so far, decoded against [`Rig::elf`]. Waits
     /// until the stream has been quiet for `quiet`.
     pub fn log_lines(&self, quiet: Duration) -> Vec<LogLine> {

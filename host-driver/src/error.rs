@@ -31,6 +31,12 @@ pub enum Error {
     /// Flashing through the boot ROM's link loader failed.
     #[error(transparent)]
     Loader(#[from] LoaderError),
+    /// A JTAG probe, the target description or a debug step failed.
+    #[error(transparent)]
+    Jtag(#[from] JtagError),
+    /// An ELF could not be flashed.
+    #[error(transparent)]
+    Flash(#[from] FlashError),
 }
 
 impl Error {
@@ -434,6 +440,156 @@ pub enum LogError {
 
 fn list_paths(paths: &[PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Failures of the JTAG debug path: probes, the target description, and each debug step.
+#[derive(Debug, thiserror::Error)]
+pub enum JtagError {
+    /// no JTAG server answered at {addr} ({source}): start the simulator with `wsctl sim start`, or pass `--jtag HOST:PORT` (ws-sim's JTAG port is its link port + 3)
+    #[error(
+        "no JTAG server answered at {addr} ({source}): start the simulator with `wsctl sim start`, or pass `--jtag HOST:PORT` (ws-sim's JTAG port is its link port + 3)"
+    )]
+    Connect {
+        /// Where we tried.
+        addr: SocketAddr,
+        /// Why the connection failed.
+        source: io::Error,
+    },
+    /// the JTAG server at {addr} did not greet as expected ({reason}): check that this is ws-sim's JTAG port (`wsctl sim status` shows it) and that the protocol (`--wire`) is right
+    #[error(
+        "the JTAG server at {addr} did not greet as expected ({reason}): check that this is ws-sim's JTAG port (`wsctl sim status` shows it) and that the protocol (`--wire`) is right"
+    )]
+    Hello {
+        /// The server.
+        addr: SocketAddr,
+        /// What went wrong.
+        reason: String,
+    },
+    /// the JTAG server at {addr} is busy ({reply}): another debugger (OpenOCD, probe-rs, a second wsctl) is attached; detach it and retry
+    #[error(
+        "the JTAG server at {addr} is busy ({reply}): another debugger (OpenOCD, probe-rs, a second wsctl) is attached; detach it and retry"
+    )]
+    Busy {
+        /// The server.
+        addr: SocketAddr,
+        /// What it said.
+        reply: String,
+    },
+    /// no probe-rs target description (*.yaml) in {}: add the board's ChipFamily YAML beside its board.toml (boards/sim/weightstream.yaml is the reference)
+    #[error(
+        "no probe-rs target description (*.yaml) in {}: add the board's ChipFamily YAML beside its board.toml (boards/sim/weightstream.yaml is the reference)",
+        dir.display()
+    )]
+    NoTarget {
+        /// The board folder.
+        dir: PathBuf,
+    },
+    /// the target description {} is unusable: {reason}
+    #[error("the target description {} is unusable: {reason}", path.display())]
+    Target {
+        /// The YAML file (or its folder).
+        path: PathBuf,
+        /// What is wrong, and what to change.
+        reason: String,
+    },
+    /// board `{board}` names no JTAG probe: pass `--probe VID:PID[:SERIAL]`, or set `[jtag] probe` in its board.toml
+    #[error("board `{board}` names no JTAG probe: pass `--probe VID:PID[:SERIAL]`, or set `[jtag] probe` in its board.toml")]
+    NoProbe {
+        /// The board.
+        board: String,
+    },
+    /// cannot open the JTAG probe `{selector}` ({reason}): check that it is plugged in and that this user may open it (udev rules), and that the selector is `VID:PID[:SERIAL]` in hex
+    #[error(
+        "cannot open the JTAG probe `{selector}` ({reason}): check that it is plugged in and that this user may open it (udev rules), and that the selector is `VID:PID[:SERIAL]` in hex"
+    )]
+    Probe {
+        /// The selector given.
+        selector: String,
+        /// What probe-rs reported.
+        reason: String,
+    },
+    /// {step} failed over JTAG: {reason}; {hint}
+    #[error("{step} failed over JTAG: {reason}; {hint}")]
+    Step {
+        /// The step, e.g. "halting the core", "writing RAM at 0x10000400".
+        step: String,
+        /// What probe-rs or the probe reported, with its causes.
+        reason: String,
+        /// What to do next.
+        hint: &'static str,
+    },
+    /// {step}: the core did not {what} within {waited:?}: it may be held in reset or the debug module may be wedged; run `wsctl reset --via jtag`, then retry
+    #[error(
+        "{step}: the core did not {what} within {waited:?}: it may be held in reset or the debug module may be wedged; run `wsctl reset --via jtag`, then retry"
+    )]
+    Timeout {
+        /// The step.
+        step: String,
+        /// What it did not do: "halt", "resume".
+        what: &'static str,
+        /// How long we waited.
+        waited: Duration,
+    },
+}
+
+/// Failures to flash an ELF image.
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    /// could not read the ELF {} ({source}): build the firmware with `cd firmware && cargo build --release`, or pass the right path
+    #[error(
+        "could not read the ELF {} ({source}): build the firmware with `cd firmware && cargo build --release`, or pass the right path",
+        path.display()
+    )]
+    ReadElf {
+        /// The path given.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {what} is not a usable 32-bit RISC-V ELF ({reason}): pass the firmware ELF (target/riscv32imc-unknown-none-elf/release/ws-firmware)
+    #[error(
+        "{what} is not a usable 32-bit RISC-V ELF ({reason}): pass the firmware ELF (target/riscv32imc-unknown-none-elf/release/ws-firmware)"
+    )]
+    BadElf {
+        /// The file.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// {what} has no PT_LOAD segment with data: nothing to flash; pass a linked firmware ELF
+    #[error("{what} has no PT_LOAD segment with data: nothing to flash; pass a linked firmware ELF")]
+    Empty {
+        /// The file.
+        what: String,
+    },
+    /// {what}: its segment {kind} {start:#010x}..{end:#010x} lies outside the target's RAM ({ram}); nothing was written: link the firmware for this board's memory map (firmware/memory.x)
+    #[error(
+        "{what}: its segment {kind} {start:#010x}..{end:#010x} lies outside the target's RAM ({ram}); nothing was written: link the firmware for this board's memory map (firmware/memory.x)"
+    )]
+    OutsideRam {
+        /// The file.
+        what: String,
+        /// "load range" (physical, written) or "run-time range" (virtual, with .bss).
+        kind: &'static str,
+        /// First address.
+        start: u64,
+        /// One past the last.
+        end: u64,
+        /// The RAM regions, for the message.
+        ram: String,
+    },
+    /// verifying RAM after the write failed at {addr:#010x}: wrote {want:#04x}, read back {got:#04x}; the write did not take: flash again, and check the board (`wsctl sim status`)
+    #[error(
+        "verifying RAM after the write failed at {addr:#010x}: wrote {want:#04x}, read back {got:#04x}; the write did not take: flash again, and check the board (`wsctl sim status`)"
+    )]
+    Verify {
+        /// First differing address.
+        addr: u64,
+        /// Byte written.
+        want: u8,
+        /// Byte read.
+        got: u8,
+    },
 }
 
 /// Failures of flashing through the boot ROM's link loader (`host_driver::loader`).

@@ -15,6 +15,9 @@
 //! - [`sim`]: starting, querying and stopping a background `ws-sim`, and its control port.
 //! - [`loader`]: flashing through the boot ROM's link loader, and the firmware image format.
 //! - [`logs`]: defmt log decoding against the firmware ELF, with source locations.
+//! - [`jtag`]: probe-rs over JTAG: our probe driver for the simulator's JTAG server (XVC,
+//!   remote_bitbang), the board's target description, and a [`Debugger`](jtag::Debugger).
+//! - [`flash`]: loading an ELF into RAM over JTAG, checked and verified.
 //! - [`report`]: the tables and dumps `wsctl` prints, as plain functions with tests.
 //! - [`parse`]: number and byte-string parsing for command-line arguments.
 //! - [`workspace`]: where the workspace, its `target/` folder and the default ELF are.
@@ -27,6 +30,8 @@ pub mod board;
 pub mod client;
 pub mod endpoints;
 pub mod error;
+pub mod flash;
+pub mod jtag;
 pub mod loader;
 pub mod logs;
 pub mod parse;

@@ -26,7 +26,10 @@ pub enum Mode {
 pub fn bootrom(ctx: &Ctx, mode: Mode) -> Result<()> {
     step("boot ROM (riscv32imc-unknown-none-elf, ws-bootrom)");
     let dir = ctx.root.join("firmware/bootrom");
-    run(ctx.cargo().current_dir(&dir).args(["build", "--release", "--quiet"]))
+    // Panic locations put source paths into the ROM; mapping the checkout away makes the
+    // image the same from any clone, so the drift check compares code, not directories.
+    let remap = format!("--remap-path-prefix={}=/weightstream", ctx.root.display());
+    run(ctx.cargo().current_dir(&dir).env("RUSTFLAGS", remap).args(["build", "--release", "--quiet"]))
         .context("building the boot ROM")?;
     let elf_path = ctx.root.join("target/riscv32imc-unknown-none-elf/release/ws-bootrom");
     let elf = std::fs::read(&elf_path).with_context(|| format!("reading {}", elf_path.display()))?;

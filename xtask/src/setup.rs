@@ -14,7 +14,17 @@ use std::process::Command;
 
 /// Debian packages the build uses: the C++ toolchain and make for Verilated models, perl
 /// for the verilator script, zlib and lz4 for FST waves, python3-venv for the venv.
-const DEBIAN_PACKAGES: &[&str] = &["g++", "make", "perl", "zlib1g-dev", "liblz4-dev", "python3-venv"];
+const DEBIAN_PACKAGES: &[&str] = &[
+    "g++",
+    "make",
+    "perl",
+    "zlib1g-dev",
+    "liblz4-dev",
+    "python3-venv",
+    // The JTAG hil-tests: an OpenOCD/GDB session on the simulator's remote_bitbang server.
+    "openocd",
+    "gdb-multiarch",
+];
 const FIRMWARE_TARGET: &str = "riscv32imc-unknown-none-elf";
 
 pub fn setup(ctx: &Ctx) -> Result<()> {

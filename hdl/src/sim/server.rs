@@ -4,7 +4,7 @@
 //!
 //! 1. `poll(2)` on every socket: timeout 0 while the SoC runs, a throttle interval while the
 //!    core sleeps, up to a second while paused;
-//! 2. accept and serve clients (host-link bytes in, control requests);
+//! 2. accept and serve clients (host-link bytes in, control requests, JTAG: see `server/jtag.rs`);
 //! 3. run the model for a batch of at most [`BATCH`] cycles (per-cycle work stays in the C++
 //!    shim);
 //! 4. move board-to-host and log bytes out to the clients, never blocking on any of them.
@@ -15,6 +15,7 @@
 //! socket is only read while the shim's queue has room.
 
 mod clients;
+mod jtag;
 mod os;
 
 use std::io::{self, Read, Write};
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use self::clients::{Line, LineReader, LogHistory, OutBuf};
+use self::jtag::{Events as JtagEvents, Session as JtagSession, Tap};
 use self::os::{poll, pollfd, process_alive, Signals};
 use super::board::{self, SimBoard};
 use super::elf::{words_to_bytes, Image, Segment};
@@ -57,6 +59,16 @@ const STATUS_EVERY: Duration = Duration::from_secs(5);
 /// Wall-time slices of the idle throttle: each slice runs up to `idle_hz / IDLE_SLICES_PER_S`
 /// cycles, then sleeps in `poll`.
 const IDLE_SLICES_PER_S: u64 = 50;
+
+/// How long after the last JTAG byte the simulator still counts as driven by a debugger: it
+/// does not idle-throttle, and it looks at the sockets every [`JTAG_BATCH`] cycles. A probe's
+/// next request usually follows its last answer within a millisecond.
+const JTAG_ACTIVE_HOLD: Duration = Duration::from_millis(200);
+/// Cycles between two looks at the sockets while a debugger is active: about 0.2 ms of wall
+/// time, so a probe's round trip is not stretched by a whole [`BATCH`] (about 3 ms).
+const JTAG_BATCH: u64 = 256;
+/// Sent to a JTAG client that connects while another one is attached, before it is closed.
+const JTAG_BUSY: &[u8] = b"ws-sim: JTAG port busy: another debugger is attached; detach it first\n";
 
 /// The requests of the control port, for the answer to an unknown one.
 const REQUESTS: &str = "stats, reset, pause, resume, quit";
@@ -125,7 +137,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         .map_err(SimError::io("printing the READY line on stdout"))?;
     drop(out);
     if !opts.quiet {
-        note(&format!("serving {} on {} (jtag port {} reserved)", program.what(), board.name, ports.addr[3]));
+        note(&format!("serving {} on {} (jtag {})", program.what(), board.name, ports.addr[3]));
     }
 
     let mut server = Server::new(opts, board, program, soc, ports, signals);
@@ -280,6 +292,15 @@ struct LogClient {
     dead: bool,
 }
 
+/// The one JTAG client (docs/jtag.md).
+struct JtagClient {
+    sock: TcpStream,
+    session: JtagSession,
+    /// Close once the queued answers are written (`Q`, or a malformed request).
+    closing: bool,
+    dead: bool,
+}
+
 struct CtrlClient {
     sock: TcpStream,
     lines: LineReader,
@@ -295,6 +316,7 @@ enum Slot {
     Link,
     Log(usize),
     Ctrl(usize),
+    Jtag,
 }
 
 /// Simulated cycles per wall second over the last second, from samples taken as the loop
@@ -343,6 +365,12 @@ struct Server<'a> {
     logs: Vec<LogClient>,
     history: LogHistory,
     ctrls: Vec<CtrlClient>,
+    jtag: Option<JtagClient>,
+    /// When the last JTAG byte arrived.
+    jtag_seen: Option<Instant>,
+    /// TCK rising edges and sessions since the start, over all JTAG clients.
+    jtag_tck: u64,
+    jtag_sessions: u64,
 
     paused: bool,
     idle: bool,
@@ -386,6 +414,10 @@ impl<'a> Server<'a> {
             logs: Vec::new(),
             history: LogHistory::new(LOG_HISTORY_BYTES),
             ctrls: Vec::new(),
+            jtag: None,
+            jtag_seen: None,
+            jtag_tck: 0,
+            jtag_sessions: 0,
             paused: false,
             idle: false,
             idle_budget: 0.0,
@@ -483,8 +515,15 @@ impl<'a> Server<'a> {
         (self.opts.idle_hz / IDLE_SLICES_PER_S).clamp(1, BATCH)
     }
 
+    /// The core sleeps and nobody asks anything of it: neither a host byte nor a debugger
+    /// (JTAG traffic counts as host activity, docs/sim.md "Idle and wall time").
     fn still_sleeping(&self) -> bool {
-        self.soc.core_sleep() && self.soc.rx_pending() == 0
+        self.soc.core_sleep() && self.soc.rx_pending() == 0 && !self.jtag_active(Instant::now())
+    }
+
+    /// A JTAG client sent something within [`JTAG_ACTIVE_HOLD`].
+    fn jtag_active(&self, now: Instant) -> bool {
+        self.jtag.is_some() && self.jtag_seen.is_some_and(|t| now.duration_since(t) < JTAG_ACTIVE_HOLD)
     }
 
     fn cycles_left(&self) -> u64 {
@@ -514,8 +553,12 @@ impl<'a> Server<'a> {
             }
         } else {
             self.idle = false;
-            let n = BATCH.min(self.cycles_left());
-            self.run_cycles(n, StopOn { sleep: true, tx: false });
+            let batch = if self.jtag_active(now) { JTAG_BATCH } else { BATCH };
+            let n = batch.min(self.cycles_left());
+            // While a debugger is active the core's sleeping does not end the batch: the
+            // throttle is off anyway, and the batch is short.
+            let sleep = !self.jtag_active(now);
+            self.run_cycles(n, StopOn { sleep, tx: false });
         }
     }
 
@@ -523,15 +566,7 @@ impl<'a> Server<'a> {
     /// board-to-host buffer makes the shim return after every cycle; that is backpressure, and
     /// the cycles go on.
     fn run_cycles(&mut self, n: u64, stop: StopOn) -> u64 {
-        let mut ran = 0;
-        while ran < n {
-            let r = self.soc.run(n - ran, stop);
-            ran += r.cycles;
-            if r.sleeping || r.cycles == 0 {
-                break;
-            }
-        }
-        ran
+        run_cycles(&mut self.soc, n, stop)
     }
 
     /// Moves the shim's output into the client queues.
@@ -590,6 +625,29 @@ impl<'a> Server<'a> {
             }
         }
         self.ctrls.retain(|c| !c.dead);
+        self.flush_jtag();
+    }
+
+    /// Writes the JTAG client's answers; ends the session once a closing one has none left.
+    fn flush_jtag(&mut self) {
+        let Some(c) = self.jtag.as_mut() else { return };
+        if c.session.out.write_to(&mut c.sock).is_err() {
+            c.dead = true;
+        }
+        if c.closing && c.session.out.pending() == 0 {
+            let _ = c.sock.shutdown(std::net::Shutdown::Both);
+            c.dead = true;
+        }
+        if c.dead {
+            self.drop_jtag();
+        }
+    }
+
+    fn drop_jtag(&mut self) {
+        if let Some(mut c) = self.jtag.take() {
+            c.session.release(&mut SocTap { soc: &mut self.soc, cycles: 0 });
+            self.jtag_tck += c.session.tck_cycles;
+        }
     }
 
     fn drop_link(&mut self) {
@@ -628,6 +686,17 @@ impl<'a> Server<'a> {
             fds.push(pollfd(c.sock.as_raw_fd(), ev));
             slots.push(Slot::Ctrl(i));
         }
+        if let Some(c) = &self.jtag {
+            let mut ev = 0;
+            if c.session.wants_input() && !c.closing {
+                ev |= libc::POLLIN;
+            }
+            if c.session.out.pending() > 0 {
+                ev |= libc::POLLOUT;
+            }
+            fds.push(pollfd(c.sock.as_raw_fd(), ev));
+            slots.push(Slot::Jtag);
+        }
         if poll(&mut fds, timeout_ms).map_err(SimError::io("waiting on the sockets (poll)"))? == 0 {
             return Ok(());
         }
@@ -636,6 +705,7 @@ impl<'a> Server<'a> {
         // connected resets with that client already attached (its banner is not discarded).
         let mut requests = Vec::new();
         let mut link_ready = false;
+        let mut jtag_ready = false;
         for (f, slot) in fds.iter().zip(&slots) {
             if !ready(f) {
                 continue;
@@ -646,10 +716,14 @@ impl<'a> Server<'a> {
                 Slot::Link => link_ready = true,
                 Slot::Log(i) => self.read_log_client(i),
                 Slot::Ctrl(i) => self.read_ctrl_client(i, &mut requests),
+                Slot::Jtag => jtag_ready = true,
             }
         }
         if link_ready {
             self.read_link();
+        }
+        if jtag_ready {
+            self.read_jtag();
         }
         for (i, line) in requests {
             let answer = match line {
@@ -678,9 +752,17 @@ impl<'a> Server<'a> {
                 // accepted it, fd exhaustion) affect one connection, not the simulator.
                 Err(_) => return,
             };
-            if which == 3 {
-                // The JTAG port is reserved: hold the port, refuse the session.
-                drop(sock);
+            if which == 3 && self.jtag.is_some() {
+                // The old client may have closed just before this one connected, its end of
+                // stream not read yet: read it now (running what it still sent) before
+                // calling the port busy.
+                self.read_jtag();
+            }
+            if which == 3 && self.jtag.is_some() {
+                // One debugger at a time: a second would corrupt the first one's TAP state.
+                // The line lets a person (or our probe driver) see why the port closed.
+                let mut sock = sock;
+                let _ = sock.write(JTAG_BUSY);
                 continue;
             }
             if sock.set_nonblocking(true).is_err() {
@@ -694,6 +776,15 @@ impl<'a> Server<'a> {
                     self.link = Some(sock);
                 }
                 1 => self.logs.push(LogClient { sock, pos: self.history.start(), dead: false }),
+                3 => {
+                    self.jtag_sessions += 1;
+                    self.jtag = Some(JtagClient {
+                        sock,
+                        session: JtagSession::default(),
+                        closing: false,
+                        dead: false,
+                    });
+                }
                 _ => self.ctrls.push(CtrlClient {
                     sock,
                     lines: LineReader::default(),
@@ -736,6 +827,52 @@ impl<'a> Server<'a> {
         if gone {
             self.drop_link();
         }
+    }
+
+    /// Reads what the JTAG client sent and executes it at once (a whole XVC vector, or every
+    /// bitbang request of the read), then writes the answers without waiting for the next
+    /// turn of the loop: a probe waits for them before it sends anything else.
+    fn read_jtag(&mut self) {
+        let cycles = if self.paused { 0 } else { jtag::SYS_CYCLES_PER_TCK };
+        let mut system_reset = false;
+        {
+            let Some(c) = self.jtag.as_mut() else { return };
+            let mut tap = SocTap { soc: &mut self.soc, cycles };
+            while c.session.wants_input() && !c.closing {
+                match c.sock.read(&mut self.rbuf[..]) {
+                    Ok(0) => {
+                        c.dead = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        self.jtag_seen = Some(Instant::now());
+                        let JtagEvents { system_reset: reset, end } =
+                            c.session.feed(&self.rbuf[..n], &mut tap);
+                        system_reset |= reset;
+                        if let Some(end) = end {
+                            if let jtag::End::Malformed(why) = &end {
+                                if !self.opts.quiet {
+                                    note(&format!("JTAG client dropped: {why}"));
+                                }
+                            }
+                            c.closing = true;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        c.dead = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if system_reset {
+            // remote_bitbang srst: the same reset as the control port's `reset`.
+            self.request("reset");
+        }
+        self.idle = false;
+        self.flush_jtag();
     }
 
     fn read_log_client(&mut self, i: usize) {
@@ -846,6 +983,10 @@ impl<'a> Server<'a> {
             "threads": self.opts.threads.max(1),
             "trace": path(&self.opts.trace),
             "jtag": self.ports.addr[3].to_string(),
+            "jtag_client": self.jtag.is_some(),
+            "jtag_protocol": self.jtag.as_ref().and_then(|c| c.session.protocol().name()),
+            "jtag_sessions": self.jtag_sessions,
+            "jtag_tck": self.jtag_tck + self.jtag.as_ref().map_or(0, |c| c.session.tck_cycles),
         })
     }
 
@@ -870,6 +1011,45 @@ impl<'a> Server<'a> {
             let _ = c.sock.shutdown(std::net::Shutdown::Both);
         }
         self.soc.trace_flush();
+    }
+}
+
+/// Runs `n` cycles, or fewer when the core falls asleep and `stop.sleep` is set. A full
+/// board-to-host buffer makes the shim return after every cycle; that is backpressure, and
+/// the cycles go on.
+fn run_cycles(soc: &mut Soc, n: u64, stop: StopOn) -> u64 {
+    let mut ran = 0;
+    while ran < n {
+        let r = soc.run(n - ran, stop);
+        ran += r.cycles;
+        if r.sleeping || r.cycles == 0 {
+            break;
+        }
+    }
+    ran
+}
+
+/// The SoC's TAP pins for the JTAG server: each change is evaluated at once by the shim, then
+/// the system clock runs `cycles` cycles so the DTM-to-DM clock crossing can move (0 while
+/// the simulator is paused: the TAP answers, the debug module does not).
+struct SocTap<'a> {
+    soc: &'a mut Soc,
+    cycles: u64,
+}
+
+impl Tap for SocTap<'_> {
+    fn drive(&mut self, tck: bool, tms: bool, tdi: bool, trst_n: bool) {
+        self.soc.set_jtag(tck, tms, tdi, trst_n);
+    }
+
+    fn run_system(&mut self) {
+        if self.cycles > 0 {
+            run_cycles(self.soc, self.cycles, StopOn::default());
+        }
+    }
+
+    fn tdo(&self) -> bool {
+        self.soc.get_tdo()
     }
 }
 

@@ -3,7 +3,10 @@
 
 mod completions;
 mod ctx;
+mod debug;
+mod flash;
 mod info;
+mod jtag_opts;
 mod log_echo;
 mod logs;
 mod peek;
@@ -53,6 +56,14 @@ enum Cmd {
     Stats(stats::Args),
     /// Ask the firmware to log `log-echo value=VALUE tag=TAG`.
     LogEcho(log_echo::Args),
+    /// Load an ELF into RAM and start it: over JTAG (default) or the boot ROM's link loader.
+    Flash(flash::Args),
+    /// Halt the core over JTAG.
+    Halt(debug::Args),
+    /// Resume a halted core over JTAG.
+    Resume(debug::Args),
+    /// The core's registers over JTAG: GPRs, pc, dcsr, mstatus, mcause, mepc.
+    Regs(debug::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
 }
@@ -69,6 +80,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Reset(a) => reset::run(&ctx, a),
         Cmd::Stats(a) => stats::run(&ctx, a),
         Cmd::LogEcho(a) => log_echo::run(&ctx, a),
+        Cmd::Flash(a) => flash::run(&ctx, a),
+        Cmd::Halt(a) => debug::halt(&ctx, a),
+        Cmd::Resume(a) => debug::resume(&ctx, a),
+        Cmd::Regs(a) => debug::regs(&ctx, a),
         Cmd::Completions(a) => completions::run(a),
     }
 }

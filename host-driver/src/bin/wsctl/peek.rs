@@ -15,9 +15,18 @@ pub struct Args {
     /// Bytes to read (a multiple of 4), e.g. 64, 0x100 or 4K.
     #[arg(value_parser = parse_len, default_value = "64")]
     len: usize,
+    /// `link`: the firmware reads (inside its peek window); `jtag`: the debug module reads
+    /// over the system bus, any address, even with the firmware halted or hung.
+    #[arg(long, value_enum, default_value_t = crate::flash::Via::Link)]
+    via: crate::flash::Via,
+    #[command(flatten)]
+    jtag: crate::jtag_opts::JtagOpts,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
+    if a.via == crate::flash::Via::Jtag {
+        return crate::debug::peek(ctx, &a.jtag, a.address, a.len);
+    }
     let (_, _, mut client) = ctx.client()?;
     let data = client.peek(a.address, a.len)?;
     print!("{}", report::hexdump(a.address, &data));
