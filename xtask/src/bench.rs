@@ -97,6 +97,24 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
     );
     rows.extend([ideal, r_ll, r_cyc]);
 
+    step("JTAG flash throughput (probe-rs over the simulator's JTAG server)");
+    for wire in [host_driver::jtag::Wire::Xvc, host_driver::jtag::Wire::Bitbang] {
+        let pb = spinner(&format!("flashing the firmware over JTAG ({wire:?})"));
+        let b = jtag_flash(ctx, wire).with_context(|| format!("measuring JTAG flash over {wire:?}"))?;
+        pb.finish_and_clear();
+        let tck =
+            row(&format!("JTAG {wire:?}: TCK periods/s, ideal payload = TCK/8 bytes/s"), b.tck_per_s, "Hz");
+        let mut w = row(&format!("JTAG {wire:?}: flash write, bytes/s"), b.write_bytes_per_s, "bytes/s");
+        w.ratio = Some(b.fraction_of_tck);
+        w.baseline = "TCK/8 (one payload bit per TCK)".into();
+        let f = row(
+            &format!("JTAG {wire:?}: whole flash (halt, write, verify, start), bytes/s"),
+            b.flash_bytes_per_s,
+            "bytes/s",
+        );
+        rows.extend([tck, w, f]);
+    }
+
     step("simulator build time (cold cache, then cached)");
     let pb = spinner("building the SoC model into an empty cache");
     let times = bench::build_times(1, &mut |e| {
@@ -165,9 +183,22 @@ fn link_loader(ctx: &Ctx) -> Result<LinkLoader> {
     })
 }
 
+/// Flashes the firmware over JTAG into a fresh simulator, over `wire`.
+fn jtag_flash(ctx: &Ctx, wire: host_driver::jtag::Wire) -> Result<host_driver::jtag::bench::JtagFlashBench> {
+    use ws_hdl::sim::{SimOptions, SimProcess};
+    let opts = SimOptions { quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) };
+    std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
+    let sim = SimProcess::start(&opts)?;
+    let jtag: std::net::SocketAddr =
+        sim.stats()?["jtag"].as_str().context("ws-sim stats without `jtag`")?.parse()?;
+    let board = host_driver::board::Board::load("sim")?;
+    Ok(host_driver::jtag::bench::flash_throughput(jtag, wire, &board, &ctx.firmware_elf())?)
+}
+
 fn fmt_value(r: &Row) -> String {
     match r.unit {
         "bytes/s" => format!("{:.1} kB/s", r.value / 1e3),
+        "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
         "s" if r.value < 1.0 => format!("{:.1} ms", r.value * 1e3),
