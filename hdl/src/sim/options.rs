@@ -25,7 +25,7 @@ pub enum Demo {
         link = port base      raw host-link byte stream (one client at a time; a new client replaces the old)\n  \
         log  = port base + 1  UART log: the history since boot, then live bytes, to every client\n  \
         ctrl = port base + 2  JSON lines: stats | reset | pause | resume | quit\n  \
-        jtag = port base + 3  reserved for the JTAG server\n\
+        jtag = port base + 3  JTAG server: XVC 1.0 or OpenOCD remote_bitbang, one client at a time (docs/jtag.md)\n\
         Once listening it prints one line to stdout:\n  \
         WS-SIM READY link=127.0.0.1:P log=127.0.0.1:P ctrl=127.0.0.1:P pid=N"
 )]
