@@ -5,12 +5,7 @@ use crate::util::{run, run_quiet, step, Ctx};
 use anyhow::{Context, Result};
 
 pub fn build(ctx: &Ctx) -> Result<()> {
-    build_with(ctx, crate::bootrom::Mode::Write)
-}
-
-/// [`build`], with the boot ROM hex written or only checked.
-pub fn build_with(ctx: &Ctx, rom: crate::bootrom::Mode) -> Result<()> {
-    crate::bootrom::bootrom(ctx, rom)?;
+    crate::bootrom::bootrom(ctx)?;
     firmware(ctx)?;
     host_tools(ctx)?;
     sim_model(ctx, 1)?;

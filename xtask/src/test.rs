@@ -51,7 +51,7 @@ pub fn test(ctx: &Ctx) -> Result<()> {
         run(in_dir(dir).args(["test", "--lib", "--quiet", "--target", HOST_TARGET]))?;
     }
 
-    crate::build::build_with(ctx, crate::bootrom::Mode::Check)?;
+    crate::build::build(ctx)?;
 
     step("workspace tests: protocol, block testbenches, host driver, hardware-in-the-loop on the simulated board");
     run(ctx.cargo().env("WS_SIM_BIN", ctx.bin("ws-sim")).env("WS_FIRMWARE_ELF", ctx.firmware_elf()).args([

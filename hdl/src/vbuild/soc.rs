@@ -20,8 +20,10 @@ pub const SOC_FILES: &str = "hdl/soc_files.toml";
 pub const SIM_VLT: &str = "hdl/sim/sim.vlt";
 /// Repo-relative path of the SoC shim.
 pub const SOC_SHIM: &str = "hdl/sim/ws_soc_shim.cpp";
-/// Repo-relative path of the boot ROM image.
-pub const BOOTROM_HEX: &str = "hdl/bootrom/bootrom.hex";
+/// Repo-relative path of the boot ROM image, a build artifact: `cargo xtask build` builds
+/// `firmware/bootrom` and writes it. It is not checked in because the ROM's bytes depend on
+/// where the checkout lives (cargo's crate hashes order the sections), not only on its code.
+pub const BOOTROM_HEX: &str = "target/bootrom/bootrom.hex";
 
 /// `hdl/soc_files.toml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -132,6 +134,12 @@ pub fn soc_spec(opts: &SocBuild) -> Result<ModelSpec, BuildError> {
     // BUILD_HASH: the first 32 bits of SHA-256 over the HDL the model is built from
     // (sysinfo.toml BUILD_HASH), boot ROM image included.
     let bootrom = paths::in_workspace(BOOTROM_HEX);
+    if !bootrom.is_file() {
+        return Err(BuildError::ToolMissing {
+            what: format!("the boot ROM image {}", bootrom.display()),
+            fix: "run `cargo xtask build`: it builds firmware/bootrom and writes the image".into(),
+        });
+    }
     let mut hashed = spec.sources.clone();
     hashed.push(bootrom.clone());
     let h = sources_hash(&hashed)?;
