@@ -6,6 +6,9 @@
 //! so the figures are those of the simulator minus its socket handling. The functions return
 //! plain structs; printing the table and writing JSON is the xtask's job.
 
+pub mod optim;
+pub mod swarm;
+
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -12,6 +12,8 @@
 //! - [`sim`]: the SoC simulator. The `ws-sim` binary serves the Verilated `ws_soc` on loopback
 //!   TCP ports (host link, log, control); [`sim::SimProcess`] starts it for tests and
 //!   [`sim::Soc`] runs the model in-process.
+//! - [`swarm`]: SwarmX's RTL file lists, testbench tops for nodes and cascades, and the
+//!   cycle-level tree model.
 //! - [`mod@bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
 //!
 //! The design notes are in `docs/block-harness.md`; the SoC contract is `docs/soc.md`.
@@ -20,6 +22,8 @@
 pub mod bench;
 mod dl;
 pub mod dut;
+pub mod optim;
 pub mod paths;
 pub mod sim;
+pub mod swarm;
 pub mod vbuild;

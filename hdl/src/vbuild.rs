@@ -21,6 +21,7 @@
 //! each with its own copy of the Verilator runtime, live side by side in one process.
 
 mod fingerprint;
+pub mod fpnew;
 mod make;
 pub mod soc;
 

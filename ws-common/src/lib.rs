@@ -5,6 +5,8 @@
 //! - [`ctrl`]: the control protocol spoken over the host link (frames, CRC-32C, one type per
 //!   command).
 //! - [`crc32c`]: the CRC used by every frame.
+//! - [`flit`]: the flit format of the data-plane streams (payload, `last`, the `_user` header).
+//! - [`golden`]: golden models of the data-plane maths (FPnew-exact fp32, SwarmX's reduction).
 //!
 //! The crate is `no_std` and allocation-free so the firmware can use it unchanged.
 #![no_std]
@@ -13,4 +15,6 @@
 pub mod boot;
 pub mod crc32c;
 pub mod ctrl;
+pub mod flit;
+pub mod golden;
 pub mod regmap;
