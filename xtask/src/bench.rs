@@ -10,7 +10,11 @@
 //!   (`cv32e40p_top` with a minimal C++ memory) running `j .` in the same kind of harness
 //!   (ratio: SoC against bare core, the figure ARCHITECTURE.md budgets with);
 //! - the time to build the simulator model from cold (an empty cache, the Verilator runtime
-//!   objects included) and from the cache (ratio: cached against cold).
+//!   objects included) and from the cache (ratio: cached against cold);
+//! - the data-plane blocks (`dataplane`): SwarmX flits per cycle per port and reduce latency
+//!   against the goal, the tree model's calibration against the RTL and its predictions up to
+//!   192 wafers against the ring all-reduce bound; MemoryX cycles per parameter per lane and
+//!   first-output latency; open-synthesis figures on an ECP5-85F.
 //!
 //! Tests never look at these numbers; they are for people and for tracking regressions.
 
@@ -21,11 +25,51 @@ use ws_hdl::vbuild::BuildEvent;
 
 use crate::util::{spinner, step, Ctx};
 
+mod dataplane;
+
+/// A group of bench rows, for `cargo xtask bench --only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Group {
+    /// Simulated cycles per second of the SoC and the bare core.
+    Soc,
+    /// The boot ROM's link loader.
+    Loader,
+    /// JTAG flash over XVC and remote_bitbang.
+    Jtag,
+    /// Cold and cached simulator builds.
+    Build,
+    /// SwarmX node, cascades and tree model.
+    Swarm,
+    /// MemoryX optimizer lanes.
+    Optim,
+    /// Host link protocol: encode/decode + CRC against memcpy, framing overhead.
+    Link,
+}
+
+/// What `cargo xtask bench` measures.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    only: Vec<Group>,
+    /// Run open synthesis (minutes per design).
+    pub synth: bool,
+}
+
+impl Selection {
+    /// `only` empty: every group.
+    pub fn new(only: Vec<Group>, synth: bool) -> Self {
+        Selection { only, synth }
+    }
+
+    fn has(&self, g: Group) -> bool {
+        self.only.is_empty() || self.only.contains(&g)
+    }
+}
+
 /// Cycles per measurement: long enough that the rate settles (a few seconds at ~1 MHz).
 const CYCLES: u64 = 3_000_000;
 
 #[derive(Debug, Serialize)]
-struct Row {
+pub(crate) struct Row {
     /// What was measured.
     name: String,
     /// The figure.
@@ -45,20 +89,57 @@ struct Report {
     rows: Vec<Row>,
 }
 
-fn row(name: &str, value: f64, unit: &'static str) -> Row {
+pub(crate) fn row(name: &str, value: f64, unit: &'static str) -> Row {
     Row { name: name.into(), value, unit, baseline: String::new(), ratio: None }
 }
 
-fn vs(mut r: Row, baseline: &Row) -> Row {
+pub(crate) fn vs(mut r: Row, baseline: &Row) -> Row {
     r.ratio = Some(r.value / baseline.value);
     r.baseline = baseline.name.clone();
     r
 }
 
-pub fn bench(ctx: &Ctx) -> Result<()> {
-    let elf = ctx.firmware_elf();
+pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
     let mut rows = Vec::new();
+    if sel.has(Group::Soc) {
+        soc_rows(ctx, &mut rows)?;
+    }
+    if sel.has(Group::Loader) {
+        loader_rows(ctx, &mut rows)?;
+    }
+    if sel.has(Group::Jtag) {
+        jtag_rows(ctx, &mut rows)?;
+    }
+    if sel.has(Group::Build) {
+        build_rows(&mut rows)?;
+    }
+    if sel.has(Group::Swarm) {
+        dataplane::swarm_rows(sel, &mut rows)?;
+    }
+    if sel.has(Group::Optim) {
+        dataplane::optim_rows(sel, &mut rows)?;
+    }
+    if sel.has(Group::Link) {
+        link_rows(&mut rows);
+    }
 
+    print_table(&rows);
+    let report = Report {
+        host: format!("{} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        cycles_per_measurement: CYCLES,
+        rows,
+    };
+    let dir = ctx.root.join("target/bench");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("bench.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn soc_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
+    let elf = ctx.firmware_elf();
     step("simulated cycles per second");
     let measure = |label: &str, f: &dyn Fn() -> Result<bench::CyclesPerSecond, ws_hdl::sim::SimError>| {
         let pb = spinner(label);
@@ -80,7 +161,10 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
     let r_spin = vs(row("SoC, core spinning (j .), 1 thread", spin.cycles_per_second, "cycles/s"), &r_bare);
     let r_soc1 = vs(r_soc1, &r_bare);
     rows.extend([r_bare, r_soc1, r_soc2, r_spin]);
+    Ok(())
+}
 
+fn loader_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     step("boot-ROM link loader throughput");
     let pb = spinner("flashing the firmware through the boot ROM's loader");
     let ll = link_loader(ctx).context("measuring the link loader")?;
@@ -96,7 +180,10 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
         "cycles/byte",
     );
     rows.extend([ideal, r_ll, r_cyc]);
+    Ok(())
+}
 
+fn jtag_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     step("JTAG flash throughput (probe-rs over the simulator's JTAG server)");
     for wire in [host_driver::jtag::Wire::Xvc, host_driver::jtag::Wire::Bitbang] {
         let pb = spinner(&format!("flashing the firmware over JTAG ({wire:?})"));
@@ -114,7 +201,10 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
         );
         rows.extend([tck, w, f]);
     }
+    Ok(())
+}
 
+fn build_rows(rows: &mut Vec<Row>) -> Result<()> {
     step("simulator build time (cold cache, then cached)");
     let pb = spinner("building the SoC model into an empty cache");
     let times = bench::build_times(1, &mut |e| {
@@ -127,19 +217,6 @@ pub fn bench(ctx: &Ctx) -> Result<()> {
     let cold = row("SoC model build, cold cache", times.cold.as_secs_f64(), "s");
     let cached = vs(row("SoC model build, cached", times.cached.as_secs_f64(), "s"), &cold);
     rows.extend([cold, cached]);
-
-    print_table(&rows);
-    let report = Report {
-        host: format!("{} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
-        cycles_per_measurement: CYCLES,
-        rows,
-    };
-    let dir = ctx.root.join("target/bench");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("bench.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {}", path.display());
     Ok(())
 }
 
@@ -195,12 +272,36 @@ fn jtag_flash(ctx: &Ctx, wire: host_driver::jtag::Wire) -> Result<host_driver::j
     Ok(host_driver::jtag::bench::flash_throughput(jtag, wire, &board, &ctx.firmware_elf())?)
 }
 
+/// Host-side link protocol v2 on one core: 64 MiB in 4 KiB frames, best of 5 passes, every
+/// ratio against a memcpy of the same buffer in the same run (goal ≥ 0.5×).
+fn link_rows(rows: &mut Vec<Row>) {
+    let pb = spinner("link: encode/decode + CRC-32C over 64 MiB");
+    let b = ws_common::link::bench::run(64 << 20, 4096, 5);
+    pb.finish_and_clear();
+    let crc = if b.crc_accelerated { "SSE4.2" } else { "slicing-by-8" };
+    let memcpy = row("link: memcpy 64 MiB", b.memcpy_gbps * 1e9, "bytes/s");
+    rows.push(vs(row(&format!("link: CRC-32C ({crc})"), b.crc_gbps * 1e9, "bytes/s"), &memcpy));
+    rows.push(vs(row("link: encode + CRC, 4 KiB frames", b.encode_gbps * 1e9, "bytes/s"), &memcpy));
+    rows.push(vs(row("link: decode + CRC check, in place", b.decode_gbps * 1e9, "bytes/s"), &memcpy));
+    rows.push(vs(row("link: decode + CRC check + copy out", b.decode_copy_gbps * 1e9, "bytes/s"), &memcpy));
+    rows.push(memcpy);
+    for (payload, overhead) in b.overhead {
+        rows.push(row(&format!("link: wire overhead, {payload} B payload"), overhead * 100.0, "%"));
+    }
+}
+
 fn fmt_value(r: &Row) -> String {
     match r.unit {
+        "bytes/s" if r.value >= 1e9 => format!("{:.2} GB/s", r.value / 1e9),
         "bytes/s" => format!("{:.1} kB/s", r.value / 1e3),
+        "%" => format!("{:.3} %", r.value),
         "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
+        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" => format!("{:.0} {}", r.value, r.unit),
+        "flits/cycle" | "cycles/param" | "params/cycle" => format!("{:.4} {}", r.value, r.unit),
+        "MHz" => format!("{:.1} MHz", r.value),
+        "params/s" => format!("{:.1} M params/s", r.value / 1e6),
         "s" if r.value < 1.0 => format!("{:.1} ms", r.value * 1e3),
         "s" => format!("{:.1} s", r.value),
         u => format!("{} {u}", r.value),

