@@ -82,6 +82,9 @@ pub struct Board {
     /// The debug port.
     #[serde(default)]
     pub jtag: Option<Jtag>,
+    /// The FPGA part (hardware boards).
+    #[serde(default)]
+    pub fpga: Option<Fpga>,
     /// Where the board was loaded from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -95,28 +98,38 @@ pub struct Uart {
     pub baud: u32,
 }
 
-/// `[link]`: how the host reaches the board. Link kinds without a transport in this driver
-/// still load, so `wsctl` can describe such a board; opening them fails with a clear error.
+/// `[link]`: how the host reaches the board, one variant per link kind. Each kind has its
+/// transport in [`crate::transport`]; [`crate::transport::open_transport`] picks it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "toml::Table")]
 pub enum Link {
-    /// The simulator's TCP loopback ports.
+    /// `sim`: the simulator's TCP loopback ports.
     Sim(SimLink),
-    /// A kind this driver has no transport for yet (`usb`, `pcie`), kept verbatim.
-    Other {
-        /// The `kind` value.
-        kind: String,
-        /// The remaining fields.
-        fields: toml::Table,
-    },
+    /// `ftdi245`: an FTDI FT232H / FT2232H in synchronous 245 FIFO mode.
+    Ftdi245(Ftdi245Link),
+    /// `ft601`: an FTDI FT600 / FT601 (USB 3) in 245 FIFO mode.
+    Ft601(Ft601Link),
+    /// `usb-bulk`: a vendor-specific interface with one bulk IN and one bulk OUT endpoint.
+    UsbBulk(UsbBulkLink),
+    /// `xdma`: the Xilinx XDMA driver's character devices.
+    Xdma(XdmaLink),
+    /// `serial`: a UART.
+    Serial(SerialLink),
 }
+
+/// The link kinds a board file may name, for messages.
+pub const LINK_KINDS: &str = "sim, ftdi245, ft601, usb-bulk, xdma, serial";
 
 impl Link {
     /// The `kind` string.
     pub fn kind(&self) -> &str {
         match self {
             Link::Sim(_) => "sim",
-            Link::Other { kind, .. } => kind,
+            Link::Ftdi245(_) => "ftdi245",
+            Link::Ft601(_) => "ft601",
+            Link::UsbBulk(_) => "usb-bulk",
+            Link::Xdma(_) => "xdma",
+            Link::Serial(_) => "serial",
         }
     }
 }
@@ -128,13 +141,251 @@ impl TryFrom<toml::Table> for Link {
         let kind = match t.remove("kind") {
             Some(toml::Value::String(k)) => k,
             Some(other) => return Err(format!("`link.kind` must be a string, not {}", other.type_str())),
-            None => return Err("`link.kind` is missing (one of: sim, usb, pcie)".into()),
+            None => return Err(format!("`link.kind` is missing (one of: {LINK_KINDS})")),
         };
-        match kind.as_str() {
-            "sim" => t.try_into().map(Link::Sim).map_err(|e| format!("in [link]: {}", e.message())),
-            _ => Ok(Link::Other { kind, fields: t }),
+        fn typed<T: serde::de::DeserializeOwned>(kind: &str, t: toml::Table) -> Result<T, String> {
+            t.try_into()
+                .map_err(|e: toml::de::Error| format!("in [link] (kind = \"{kind}\"): {}", e.message()))
         }
+        Ok(match kind.as_str() {
+            "sim" => Link::Sim(typed(&kind, t)?),
+            "ftdi245" => Link::Ftdi245(typed(&kind, t)?),
+            "ft601" => Link::Ft601(typed(&kind, t)?),
+            "usb-bulk" => Link::UsbBulk(typed(&kind, t)?),
+            "xdma" => Link::Xdma(typed(&kind, t)?),
+            "serial" => Link::Serial(typed(&kind, t)?),
+            other => {
+                return Err(format!("`link.kind = \"{other}\"` is not a link kind (one of: {LINK_KINDS})"))
+            }
+        })
     }
+}
+
+/// A USB vendor and product id, printed `0403:6010`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsbId {
+    /// Vendor id.
+    pub vid: u16,
+    /// Product id.
+    pub pid: u16,
+}
+
+impl fmt::Display for UsbId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04x}:{:04x}", self.vid, self.pid)
+    }
+}
+
+/// FTDI's vendor id.
+pub const FTDI_VID: u16 = 0x0403;
+/// FT2232H, FT232H and FT4232H-family product ids that can run synchronous 245 FIFO mode
+/// (the FT2232H on channel A, the FT232H on its only channel).
+pub const FTDI245_IDS: [UsbId; 2] =
+    [UsbId { vid: FTDI_VID, pid: 0x6010 }, UsbId { vid: FTDI_VID, pid: 0x6014 }];
+/// FT600 / FT601 product ids (the D3XX driver's defaults).
+pub const FT60X_IDS: [UsbId; 2] =
+    [UsbId { vid: FTDI_VID, pid: 0x601e }, UsbId { vid: FTDI_VID, pid: 0x601f }];
+
+/// Which USB device a link means: explicit ids, or a kind's defaults, plus a serial number.
+fn usb_ids(vid: Option<u16>, pid: Option<u16>, defaults: &[UsbId]) -> Vec<UsbId> {
+    match (vid, pid) {
+        (Some(vid), Some(pid)) => vec![UsbId { vid, pid }],
+        (Some(vid), None) => defaults.iter().filter(|d| d.vid == vid).copied().collect(),
+        (None, Some(pid)) => vec![UsbId { vid: FTDI_VID, pid }],
+        (None, None) => defaults.to_vec(),
+    }
+}
+
+/// `[link] kind = "ftdi245"`: an FT232H or FT2232H (channel A) in synchronous 245 FIFO mode
+/// (FTDI AN_130). The EEPROM must configure the channel as a 245 FIFO.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ftdi245Link {
+    /// Vendor id; default FTDI (0x0403).
+    #[serde(default)]
+    pub vid: Option<u16>,
+    /// Product id; default any of [`FTDI245_IDS`].
+    #[serde(default)]
+    pub pid: Option<u16>,
+    /// USB serial number string, to pick one of several boards.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// USB interface (0 = channel A, the only one with synchronous FIFO mode).
+    #[serde(default)]
+    pub interface: u8,
+    /// Latency timer in ms (AN232B-04 §3): how long the chip holds a part-filled packet.
+    #[serde(default = "default_latency_ms")]
+    pub latency_ms: u8,
+    /// Bytes per bulk transfer, a multiple of 512 (AN232B-03: 64 KiB is the best).
+    #[serde(default = "default_usb2_transfer")]
+    pub transfer_size: usize,
+    /// Transfers kept in flight per direction.
+    #[serde(default = "default_transfers")]
+    pub transfers: usize,
+}
+
+impl Ftdi245Link {
+    /// The VID:PID pairs this link accepts.
+    pub fn ids(&self) -> Vec<UsbId> {
+        usb_ids(self.vid, self.pid, &FTDI245_IDS)
+    }
+}
+
+/// `[link] kind = "ft601"`: an FT600/FT601 in 245 FIFO mode, through the chip's session pipe
+/// (EP 0x01) and the data pipes of one FIFO channel.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ft601Link {
+    /// Vendor id; default FTDI.
+    #[serde(default)]
+    pub vid: Option<u16>,
+    /// Product id; default any of [`FT60X_IDS`].
+    #[serde(default)]
+    pub pid: Option<u16>,
+    /// USB serial number string.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// FIFO channel 1..=4 (245 mode has only channel 1): OUT pipe 0x01 + channel, IN pipe
+    /// 0x81 + channel.
+    #[serde(default = "default_ft601_channel")]
+    pub channel: u8,
+    /// Bytes per bulk transfer, a multiple of 1024 (USB 3 packets).
+    #[serde(default = "default_usb3_transfer")]
+    pub transfer_size: usize,
+    /// Transfers kept in flight per direction.
+    #[serde(default = "default_transfers")]
+    pub transfers: usize,
+}
+
+impl Ft601Link {
+    /// The VID:PID pairs this link accepts.
+    pub fn ids(&self) -> Vec<UsbId> {
+        usb_ids(self.vid, self.pid, &FT60X_IDS)
+    }
+}
+
+/// `[link] kind = "usb-bulk"`: a vendor interface with one bulk endpoint each way.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsbBulkLink {
+    /// Vendor id.
+    pub vid: u16,
+    /// Product id.
+    pub pid: u16,
+    /// USB serial number string.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Interface number to claim.
+    #[serde(default)]
+    pub interface: u8,
+    /// Bulk IN endpoint address (bit 7 set), e.g. 0x81.
+    pub ep_in: u8,
+    /// Bulk OUT endpoint address (bit 7 clear), e.g. 0x01.
+    pub ep_out: u8,
+    /// Bytes per bulk transfer, a multiple of 512.
+    #[serde(default = "default_usb2_transfer")]
+    pub transfer_size: usize,
+    /// Transfers kept in flight per direction.
+    #[serde(default = "default_transfers")]
+    pub transfers: usize,
+}
+
+impl UsbBulkLink {
+    /// The VID:PID pair.
+    pub fn id(&self) -> UsbId {
+        UsbId { vid: self.vid, pid: self.pid }
+    }
+}
+
+/// `[link] kind = "xdma"`: `/dev/xdma{device}_h2c_{channel}`, `_c2h_{channel}` and `_user`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XdmaLink {
+    /// Driver instance N of `/dev/xdmaN_*` (one per card).
+    #[serde(default)]
+    pub device: u32,
+    /// DMA channel K of `_h2c_K` / `_c2h_K` (0..=3).
+    #[serde(default)]
+    pub channel: u32,
+    /// Where the device nodes are; `/dev` unless a test points elsewhere.
+    #[serde(default = "default_dev_dir")]
+    pub dev_dir: PathBuf,
+    /// Bytes of the user BAR to map (the AXI-Lite master's window), a multiple of 4 KiB.
+    #[serde(default = "default_user_bar_size")]
+    pub user_bar_size: usize,
+    /// Bytes per DMA read or write, a multiple of 4 KiB.
+    #[serde(default = "default_xdma_transfer")]
+    pub transfer_size: usize,
+    /// Receive buffers kept in the reader's pool.
+    #[serde(default = "default_transfers")]
+    pub transfers: usize,
+}
+
+impl XdmaLink {
+    fn node(&self, what: &str) -> PathBuf {
+        self.dev_dir.join(format!("xdma{}_{what}", self.device))
+    }
+    /// The host-to-card stream device.
+    pub fn h2c_path(&self) -> PathBuf {
+        self.node(&format!("h2c_{}", self.channel))
+    }
+    /// The card-to-host stream device.
+    pub fn c2h_path(&self) -> PathBuf {
+        self.node(&format!("c2h_{}", self.channel))
+    }
+    /// The user BAR device.
+    pub fn user_path(&self) -> PathBuf {
+        self.node("user")
+    }
+}
+
+/// `[link] kind = "serial"`: a UART, 8N1, at any baud rate the adapter can make.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SerialLink {
+    /// The tty, e.g. `/dev/ttyUSB0` (prefer a stable `/dev/serial/by-id/...` path).
+    pub path: PathBuf,
+    /// Baud rate; any value (termios2 `BOTHER`), e.g. 3_000_000.
+    pub baud: u32,
+    /// RTS/CTS hardware flow control.
+    #[serde(default)]
+    pub rtscts: bool,
+}
+
+fn default_latency_ms() -> u8 {
+    2
+}
+fn default_usb2_transfer() -> usize {
+    64 * 1024
+}
+fn default_usb3_transfer() -> usize {
+    1024 * 1024
+}
+fn default_xdma_transfer() -> usize {
+    1024 * 1024
+}
+fn default_transfers() -> usize {
+    8
+}
+fn default_ft601_channel() -> u8 {
+    1
+}
+fn default_dev_dir() -> PathBuf {
+    "/dev".into()
+}
+fn default_user_bar_size() -> usize {
+    64 * 1024
+}
+
+/// `[fpga]`: the part the bitstream is built for, for people and the vendor flow.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fpga {
+    /// Vendor part number, e.g. `LFE5U-85F-6BG381C`.
+    pub part: String,
+    /// The synthesis flow: `yosys-nextpnr-ecp5`, `vivado`.
+    #[serde(default)]
+    pub flow: Option<String>,
 }
 
 /// `[link] kind = "sim"`: the simulator listens on consecutive loopback ports from
@@ -315,9 +566,12 @@ impl Board {
                     return bad("a `sim` link needs `kind = \"sim\"`".into());
                 }
             }
-            Link::Other { kind, .. } => {
+            other => {
                 if self.kind == BoardKind::Sim {
-                    return bad(format!("a sim board needs `link.kind = \"sim\"`, not `{kind}`"));
+                    return bad(format!("a sim board needs `link.kind = \"sim\"`, not `{}`", other.kind()));
+                }
+                if let Err(problem) = validate_link(other) {
+                    return bad(problem);
                 }
             }
         }
@@ -352,8 +606,8 @@ impl Board {
     pub fn sim_link(&self) -> Result<&SimLink> {
         match &self.link {
             Link::Sim(l) => Ok(l),
-            Link::Other { kind, .. } => {
-                Err(BoardError::NoTransport { board: self.name.clone(), kind: kind.clone() }.into())
+            other => {
+                Err(BoardError::NoTransport { board: self.name.clone(), kind: other.kind().into() }.into())
             }
         }
     }
@@ -361,6 +615,104 @@ impl Board {
     /// The memory region called `name`.
     pub fn memory(&self, name: &str) -> Option<&MemoryRegion> {
         self.memory.iter().find(|m| m.name == name)
+    }
+}
+
+/// Checks the fields of a hardware link; the message names the field.
+fn validate_link(link: &Link) -> Result<(), String> {
+    fn transfers(size: usize, unit: usize, count: usize, what: &str) -> Result<(), String> {
+        if size == 0 || size % unit != 0 || size > 16 << 20 {
+            return Err(format!(
+                "`link.transfer_size` {size} must be a non-zero multiple of {unit} bytes ({what}), at most 16 MiB"
+            ));
+        }
+        if !(1..=64).contains(&count) {
+            return Err(format!("`link.transfers` {count} must be 1..=64"));
+        }
+        Ok(())
+    }
+    fn serial(s: &Option<String>) -> Result<(), String> {
+        match s {
+            Some(s) if s.is_empty() => {
+                Err("`link.serial` is empty: drop it, or give the USB serial number".into())
+            }
+            _ => Ok(()),
+        }
+    }
+    match link {
+        Link::Sim(_) => Ok(()),
+        Link::Ftdi245(l) => {
+            serial(&l.serial)?;
+            if l.ids().is_empty() {
+                return Err(format!(
+                    "`link.vid` {:#06x} has no default FTDI product: give `link.pid` too",
+                    l.vid.unwrap_or(0)
+                ));
+            }
+            if l.interface != 0 {
+                return Err(format!(
+                    "`link.interface` {} cannot run synchronous FIFO mode: only channel A (interface 0) can (FTDI AN_130 §1)",
+                    l.interface
+                ));
+            }
+            if l.latency_ms == 0 {
+                return Err("`link.latency_ms` must be 1..=255 ms (FTDI AN232B-04 §3)".into());
+            }
+            transfers(l.transfer_size, 512, l.transfers, "high-speed bulk packets")
+        }
+        Link::Ft601(l) => {
+            serial(&l.serial)?;
+            if l.ids().is_empty() {
+                return Err(format!(
+                    "`link.vid` {:#06x} has no default FT60x product: give `link.pid` too",
+                    l.vid.unwrap_or(0)
+                ));
+            }
+            if !(1..=4).contains(&l.channel) {
+                return Err(format!("`link.channel` {} must be 1..=4 (FT60x FIFO channels)", l.channel));
+            }
+            transfers(l.transfer_size, 1024, l.transfers, "SuperSpeed bulk packets")
+        }
+        Link::UsbBulk(l) => {
+            serial(&l.serial)?;
+            if l.ep_in & 0x80 == 0 || l.ep_in & 0x0f == 0 || l.ep_in & 0x70 != 0 {
+                return Err(format!(
+                    "`link.ep_in` {:#04x} is not an IN endpoint address (0x81..=0x8f)",
+                    l.ep_in
+                ));
+            }
+            if l.ep_out & 0x80 != 0 || l.ep_out & 0x0f == 0 || l.ep_out & 0x70 != 0 {
+                return Err(format!(
+                    "`link.ep_out` {:#04x} is not an OUT endpoint address (0x01..=0x0f)",
+                    l.ep_out
+                ));
+            }
+            transfers(l.transfer_size, 512, l.transfers, "high-speed bulk packets")
+        }
+        Link::Xdma(l) => {
+            if l.channel > 3 {
+                return Err(format!(
+                    "`link.channel` {} must be 0..=3 (XDMA has up to 4 channels each way)",
+                    l.channel
+                ));
+            }
+            if l.user_bar_size == 0 || l.user_bar_size % 4096 != 0 {
+                return Err(format!(
+                    "`link.user_bar_size` {} must be a non-zero multiple of 4096",
+                    l.user_bar_size
+                ));
+            }
+            transfers(l.transfer_size, 4096, l.transfers, "pages, as the XDMA driver maps user buffers")
+        }
+        Link::Serial(l) => {
+            if l.path.as_os_str().is_empty() {
+                return Err("`link.path` is empty: give the tty, e.g. /dev/ttyUSB0".into());
+            }
+            if l.baud == 0 {
+                return Err("`link.baud` must be above 0".into());
+            }
+            Ok(())
+        }
     }
 }
 
@@ -474,16 +826,96 @@ port = 7453
         assert!(e.contains("link.kind"), "{e}");
     }
 
+    /// The sim board turned into a hardware board with `link` as its `[link]` body.
+    fn fpga(link: &str) -> String {
+        SIM.replace("kind = \"sim\"\nclock", "kind = \"fpga\"\nclock")
+            .replace("kind = \"sim\"\nhost = \"127.0.0.1\"\nport_base = 7450", link)
+            .replace(
+                "[jtag]\nport = 7453",
+                "[jtag]\nprobe = \"0403:6010\"\n[fpga]\npart = \"LFE5U-85F-6BG381C\"",
+            )
+    }
+
     #[test]
-    fn unsupported_link_loads_but_has_no_transport() {
-        let fpga = SIM.replace("kind = \"sim\"\nclock", "kind = \"fpga\"\nclock").replace(
-            "kind = \"sim\"\nhost = \"127.0.0.1\"\nport_base = 7450",
-            "kind = \"usb\"\nvid = 0x0403",
+    fn hardware_links_parse_with_defaults() {
+        let b = parse(&fpga("kind = \"ftdi245\"\nserial = \"FT1\"")).unwrap();
+        let Link::Ftdi245(l) = &b.link else { panic!("{:?}", b.link) };
+        assert_eq!(l.ids(), FTDI245_IDS);
+        assert_eq!((l.interface, l.latency_ms, l.transfer_size, l.transfers), (0, 2, 65536, 8));
+        assert_eq!(l.serial.as_deref(), Some("FT1"));
+        assert_eq!(b.fpga.as_ref().unwrap().part, "LFE5U-85F-6BG381C");
+        assert!(b.sim_link().unwrap_err().to_string().contains("ftdi245"));
+
+        let b = parse(&fpga("kind = \"ftdi245\"\npid = 0x6014")).unwrap();
+        let Link::Ftdi245(l) = &b.link else { panic!() };
+        assert_eq!(l.ids(), [UsbId { vid: 0x0403, pid: 0x6014 }]);
+
+        let b = parse(&fpga("kind = \"ft601\"")).unwrap();
+        let Link::Ft601(l) = &b.link else { panic!() };
+        assert_eq!((l.ids(), l.channel, l.transfer_size), (FT60X_IDS.to_vec(), 1, 1 << 20));
+
+        let b = parse(&fpga(
+            "kind = \"usb-bulk\"\nvid = 0x1209\npid = 0x5753\ninterface = 1\nep_in = 0x82\nep_out = 0x02",
+        ))
+        .unwrap();
+        let Link::UsbBulk(l) = &b.link else { panic!() };
+        assert_eq!((l.id().to_string(), l.interface, l.ep_in, l.ep_out), ("1209:5753".into(), 1, 0x82, 0x02));
+
+        let b = parse(&fpga("kind = \"xdma\"\ndevice = 1\nchannel = 2")).unwrap();
+        let Link::Xdma(l) = &b.link else { panic!() };
+        assert_eq!(l.c2h_path(), Path::new("/dev/xdma1_c2h_2"));
+
+        let b = parse(&fpga("kind = \"serial\"\npath = \"/dev/ttyUSB0\"\nbaud = 3_000_000")).unwrap();
+        let Link::Serial(l) = &b.link else { panic!() };
+        assert_eq!((l.path.as_path(), l.baud, l.rtscts), (Path::new("/dev/ttyUSB0"), 3_000_000, false));
+        assert_eq!(b.link.kind(), "serial");
+    }
+
+    #[test]
+    fn bad_links_name_the_file_and_the_field() {
+        let cases = [
+            ("kind = \"usb\"\nvid = 0x0403", "link.kind = \"usb\""),
+            ("kind = \"ftdi245\"\nvdi = 1", "vdi"),
+            ("kind = \"ftdi245\"\ninterface = 1", "link.interface"),
+            ("kind = \"ftdi245\"\nlatency_ms = 0", "link.latency_ms"),
+            ("kind = \"ftdi245\"\ntransfer_size = 1000", "link.transfer_size"),
+            ("kind = \"ftdi245\"\ntransfers = 0", "link.transfers"),
+            ("kind = \"ftdi245\"\nvid = 0x1234", "link.vid"),
+            ("kind = \"ftdi245\"\nserial = \"\"", "link.serial"),
+            ("kind = \"ft601\"\nchannel = 5", "link.channel"),
+            ("kind = \"ft601\"\ntransfer_size = 512", "link.transfer_size"),
+            ("kind = \"usb-bulk\"\nvid = 1\npid = 2\nep_in = 0x01\nep_out = 0x02", "link.ep_in"),
+            ("kind = \"usb-bulk\"\nvid = 1\npid = 2\nep_in = 0x81\nep_out = 0x82", "link.ep_out"),
+            ("kind = \"usb-bulk\"\nvid = 1\nep_in = 0x81\nep_out = 0x01", "pid"),
+            ("kind = \"xdma\"\nchannel = 4", "link.channel"),
+            ("kind = \"xdma\"\nuser_bar_size = 100", "link.user_bar_size"),
+            ("kind = \"serial\"\npath = \"/dev/ttyUSB0\"\nbaud = 0", "link.baud"),
+            ("kind = \"serial\"\nbaud = 115200", "path"),
+        ];
+        for (link, field) in cases {
+            let e = problem(&fpga(link));
+            assert!(e.contains("boards/test/board.toml"), "{link}: {e}");
+            assert!(e.contains(field), "{link}: want `{field}` in: {e}");
+        }
+        let e = problem(
+            &SIM.replace("kind = \"sim\"\nhost = \"127.0.0.1\"\nport_base = 7450", "kind = \"xdma\""),
         );
-        let b = parse(&fpga).unwrap();
-        assert_eq!(b.link.kind(), "usb");
-        let e = b.sim_link().unwrap_err().to_string();
-        assert!(e.contains("no transport"), "{e}");
+        assert!(e.contains("sim board needs"), "{e}");
+    }
+
+    #[test]
+    fn shipped_boards_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../boards");
+        for (name, kind) in
+            [("sim", "sim"), ("ecp5-ft2232h", "ftdi245"), ("nitefury-xdma", "xdma"), ("ulx3s", "serial")]
+        {
+            let b = Board::load(dir.join(name).to_str().unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!((b.name.as_str(), b.link.kind()), (name, kind));
+            if name != "sim" {
+                assert!(b.fpga.is_some(), "{name} names its FPGA part");
+                assert!(b.memory("ram").is_some());
+            }
+        }
     }
 
     #[test]

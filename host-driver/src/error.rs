@@ -93,6 +93,123 @@ pub enum TransportError {
         /// The link's description.
         peer: String,
     },
+    /// no USB device for {wanted} is attached (looked for {ids}{serial}; {seen}): check the cable and that the board is powered (`lsusb`); if it is listed, this user may not open it: install boards/udev/60-weightstream.rules (instructions in its header), then re-plug the board
+    #[error(
+        "no USB device for {wanted} is attached (looked for {ids}{serial}; {seen}): check the cable and that the board is powered (`lsusb`); if it is listed, this user may not open it: install boards/udev/60-weightstream.rules (instructions in its header), then re-plug the board"
+    )]
+    NoUsbDevice {
+        /// The link kind and interface, e.g. "an FTDI sync-245 FIFO (ftdi245, interface 0)".
+        wanted: String,
+        /// The VID:PID list, comma separated.
+        ids: String,
+        /// Empty, or " with serial number `X`".
+        serial: String,
+        /// What was seen instead: other devices of those vendors, or why the bus could not be read.
+        seen: String,
+    },
+    /// found {device} but cannot {op} ({source}): check that this user may open it (`ls -l /dev/bus/usb/BUS/DEV`; install boards/udev/60-weightstream.rules and re-plug), and that no other program (ftdi_sio, a vendor tool, another wsctl) holds interface {interface}
+    #[error(
+        "found {device} but cannot {op} ({source}): check that this user may open it (`ls -l /dev/bus/usb/BUS/DEV`; install boards/udev/60-weightstream.rules and re-plug), and that no other program (ftdi_sio, a vendor tool, another wsctl) holds interface {interface}"
+    )]
+    UsbAccess {
+        /// The device, e.g. "0403:6010 on bus 1 address 7".
+        device: String,
+        /// What failed: "open it", "claim its interface".
+        op: &'static str,
+        /// The interface number.
+        interface: u8,
+        /// libusb's error.
+        source: rusb::Error,
+    },
+    /// {op} on {peer} failed ({reason}): check the cable, the board's power and its bitstream (the PHY must be running), then reconnect
+    #[error(
+        "{op} on {peer} failed ({reason}): check the cable, the board's power and its bitstream (the PHY must be running), then reconnect"
+    )]
+    Device {
+        /// What we were doing: "send", "receive", "configure".
+        op: &'static str,
+        /// The link's description.
+        peer: String,
+        /// What the OS or libusb reported.
+        reason: String,
+    },
+    /// {peer} took no data for {waited:?}: the board is not draining its FIFO; check that the bitstream with the link PHY is loaded and running
+    #[error(
+        "{peer} took no data for {waited:?}: the board is not draining its FIFO; check that the bitstream with the link PHY is loaded and running"
+    )]
+    Stalled {
+        /// The link's description.
+        peer: String,
+        /// How long the oldest transfer waited.
+        waited: Duration,
+    },
+    /// {peer} is gone (the device was unplugged or reset): plug it back in, check `lsusb` / `lspci`, and reconnect
+    #[error("{peer} is gone (the device was unplugged or reset): plug it back in, check `lsusb` / `lspci`, and reconnect")]
+    DeviceGone {
+        /// The link's description.
+        peer: String,
+    },
+    /// cannot open XDMA device {} ({source}): check that the card enumerates (`lspci -d 10ee:`), that the Xilinx xdma driver is loaded (`lsmod | grep xdma`; dma_ip_drivers/XDMA/linux-kernel), that `link.device` / `link.channel` match `ls /dev/xdma*`, and that this user may open it (boards/udev/60-weightstream.rules)
+    #[error(
+        "cannot open XDMA device {} ({source}): check that the card enumerates (`lspci -d 10ee:`), that the Xilinx xdma driver is loaded (`lsmod | grep xdma`; dma_ip_drivers/XDMA/linux-kernel), that `link.device` / `link.channel` match `ls /dev/xdma*`, and that this user may open it (boards/udev/60-weightstream.rules)",
+        path.display()
+    )]
+    NoXdma {
+        /// The device node tried.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// cannot map {} ({len} bytes) for register access ({source}): check that the XDMA user BAR exists and is at least `link.user_bar_size` bytes (`lspci -vv -d 10ee:`)
+    #[error(
+        "cannot map {} ({len} bytes) for register access ({source}): check that the XDMA user BAR exists and is at least `link.user_bar_size` bytes (`lspci -vv -d 10ee:`)",
+        path.display()
+    )]
+    BarMap {
+        /// The device node.
+        path: PathBuf,
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// register offset {offset:#x} is outside {} ({len:#x} bytes) or not 4-byte aligned: registers are 32-bit words at offsets 0, 4, .. {len:#x} - 4
+    #[error(
+        "register offset {offset:#x} is outside {} ({len:#x} bytes) or not 4-byte aligned: registers are 32-bit words at offsets 0, 4, .. {len:#x} - 4",
+        path.display()
+    )]
+    BarOffset {
+        /// The BAR's device node.
+        path: PathBuf,
+        /// The offset asked for.
+        offset: usize,
+        /// The mapped length.
+        len: usize,
+    },
+    /// cannot open serial port {} ({source}): check that it exists (`ls /dev/ttyUSB* /dev/ttyACM* /dev/serial/by-id/`) and that this user may open it (group `dialout`, or boards/udev/60-weightstream.rules)
+    #[error(
+        "cannot open serial port {} ({source}): check that it exists (`ls /dev/ttyUSB* /dev/ttyACM* /dev/serial/by-id/`) and that this user may open it (group `dialout`, or boards/udev/60-weightstream.rules)",
+        path.display()
+    )]
+    NoSerial {
+        /// The tty path.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// cannot set {} to {baud} baud 8N1 ({reason}): pick a rate the adapter can make (FT231X: up to 3 Mbaud) and the same as the firmware's UART divisor
+    #[error(
+        "cannot set {} to {baud} baud 8N1 ({reason}): pick a rate the adapter can make (FT231X: up to 3 Mbaud) and the same as the firmware's UART divisor",
+        path.display()
+    )]
+    SerialConfig {
+        /// The tty path.
+        path: PathBuf,
+        /// The rate asked for.
+        baud: u32,
+        /// What went wrong.
+        reason: String,
+    },
     /// the fake device behind {peer} is gone: a test's device closure panicked earlier; fix that test's device model
     #[error("the fake device behind {peer} is gone: a test's device closure panicked earlier; fix that test's device model")]
     FakeDeviceGone {

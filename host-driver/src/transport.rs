@@ -4,17 +4,48 @@
 //! [`crate::client::Client`]. Each link kind of `board.toml` gets one implementation:
 //! [`SimTransport`] speaks to `ws-sim`'s link port over loopback TCP, and [`FakeLink`] keeps
 //! the device side in memory (a closure, or a [`FakeBoard`]) for tests without a simulator.
-//! USB and PCIe transports arrive with the link issue.
+//! The hardware links (docs/link.md carries the same frames over all of them):
+//!
+//! - [`usb::UsbTransport`] on libusb (rusb): an FTDI FT232H/FT2232H in synchronous 245 FIFO
+//!   mode, an FT600/FT601, or a generic vendor bulk interface, with several transfers in
+//!   flight each way;
+//! - [`xdma::XdmaTransport`]: the Xilinx XDMA driver's `h2c`/`c2h` stream devices with
+//!   page-aligned buffers, and [`xdma::UserBar`] for the register BAR;
+//! - [`serial::SerialTransport`]: a UART at any baud rate (termios2).
+//!
+//! [`open_transport`] picks the one a board's `[link] kind` names. Without the device each
+//! fails with a message naming what it looked for and the udev rule in
+//! `boards/udev/60-weightstream.rules`.
 
 mod fake;
+pub mod probe;
+pub mod serial;
+pub mod usb;
+pub mod xdma;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
 pub use fake::{FakeBoard, FakeDevice, FakeHandle, FakeLink};
 
+use crate::board::{Board, Link};
 use crate::error::{Result, TransportError};
+
+/// Opens the transport `board`'s `[link]` names.
+///
+/// A sim link connects to the board file's port; `crate::endpoints::Endpoints` also knows a
+/// simulator started on other ports by `wsctl sim start`, so prefer it for sim boards.
+pub fn open_transport(board: &Board) -> Result<Box<dyn Transport>> {
+    Ok(match &board.link {
+        Link::Sim(l) => Box::new(SimTransport::connect(l.addr(l.port_base)?)?),
+        Link::Ftdi245(l) => Box::new(usb::UsbTransport::open_ftdi245(l)?),
+        Link::Ft601(l) => Box::new(usb::UsbTransport::open_ft601(l)?),
+        Link::UsbBulk(l) => Box::new(usb::UsbTransport::open_bulk(l)?),
+        Link::Xdma(l) => Box::new(xdma::XdmaTransport::open(l)?),
+        Link::Serial(l) => Box::new(serial::SerialTransport::open(&l.path, l.baud, l.rtscts)?),
+    })
+}
 
 /// How long [`SimTransport::connect`] waits for the simulator to accept.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -23,6 +54,17 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub trait Transport: Send {
     /// Sends all of `bytes`.
     fn send(&mut self, bytes: &[u8]) -> Result<()>;
+
+    /// Sends the concatenation of `parts` (a frame's header, payload and CRC) without the
+    /// caller joining them first. The default sends each part in turn; transports with
+    /// buffers of their own gather the parts straight into them, and the sim link hands them
+    /// to one vectored write.
+    fn send_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        for p in parts {
+            self.send(p)?;
+        }
+        Ok(())
+    }
 
     /// Waits up to `timeout` for bytes and copies what arrived into `buf`. Returns the count,
     /// or 0 when `timeout` passed with nothing to read. A zero `timeout` only polls.
@@ -35,6 +77,9 @@ pub trait Transport: Send {
 impl<T: Transport + ?Sized> Transport for Box<T> {
     fn send(&mut self, bytes: &[u8]) -> Result<()> {
         (**self).send(bytes)
+    }
+    fn send_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        (**self).send_parts(parts)
     }
     fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize> {
         (**self).recv(buf, timeout)
@@ -95,6 +140,24 @@ impl Transport for SimTransport {
             Err(e) if is_closed(&e) => Err(TransportError::Closed { peer: self.describe() }.into()),
             Err(e) => Err(self.io("send", e).into()),
         }
+    }
+
+    fn send_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        let mut slices: Vec<IoSlice<'_>> =
+            parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            match self.stream.write_vectored(rest) {
+                Ok(0) => return Err(TransportError::Closed { peer: self.describe() }.into()),
+                Ok(n) => IoSlice::advance_slices(&mut rest, n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_closed(&e) => {
+                    return Err(TransportError::Closed { peer: self.describe() }.into())
+                }
+                Err(e) => return Err(self.io("send", e).into()),
+            }
+        }
+        Ok(())
     }
 
     fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> Result<usize> {
@@ -165,7 +228,7 @@ mod tests {
         });
         let mut t = SimTransport::connect(addr).unwrap();
         assert_eq!(t.describe(), format!("sim link {addr}"));
-        t.send(&[1, 2, 3]).unwrap();
+        t.send_parts(&[&[1], &[], &[2, 3]]).unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 16];
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -182,5 +245,35 @@ mod tests {
         server.join().unwrap();
         let e = t.recv(&mut buf, Duration::from_secs(5)).unwrap_err().to_string();
         assert!(e.contains("closed the connection"), "{e}");
+    }
+
+    /// A shipped board file with `edit` applied, so the test cannot meet real hardware.
+    fn shipped(name: &str, edit: impl Fn(String) -> String) -> Board {
+        let path = crate::workspace::root().join("boards").join(name).join("board.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        Board::parse(&edit(text), &path).unwrap()
+    }
+
+    #[test]
+    fn open_transport_picks_the_link_and_explains_a_missing_device() {
+        let e = |b: &Board| open_transport(b).map(|t| t.describe()).unwrap_err().to_string();
+        let b = shipped("ulx3s", |t| t.replace("/dev/ttyUSB0", "/dev/ttyUSB-ws-test-missing"));
+        let m = e(&b);
+        assert!(m.contains("cannot open serial port /dev/ttyUSB-ws-test-missing"), "{m}");
+        let b = shipped("nitefury-xdma", |t| {
+            t.replace("device = 0", "device = 0\ndev_dir = \"/nonexistent-ws\"")
+        });
+        let m = e(&b);
+        assert!(m.contains("/nonexistent-ws/xdma0_h2c_0"), "{m}");
+        let b = shipped("ecp5-ft2232h", |t| {
+            t.replace("# serial = \"FT2232H-SERIAL\"", "serial = \"ws-test-none\"")
+        });
+        let m = e(&b);
+        assert!(m.contains("0403:6010 with serial number `ws-test-none`"), "{m}");
+        assert!(m.contains("interface 0") && m.contains("60-weightstream.rules"), "{m}");
+        // A sim board's link is the simulator's TCP port.
+        let b = shipped("sim", |t| t.replace("port_base = 7450", "port_base = 1"));
+        let m = e(&b);
+        assert!(m.contains("127.0.0.1:1") && m.contains("wsctl sim start"), "{m}");
     }
 }

@@ -115,6 +115,11 @@ impl Transport for FakeLink {
         Ok(())
     }
 
+    fn send_parts(&mut self, parts: &[&[u8]]) -> Result<()> {
+        // One device call per frame, as a real link would deliver it in one piece.
+        self.send(&parts.concat())
+    }
+
     fn recv(&mut self, buf: &mut [u8], _timeout: Duration) -> Result<usize> {
         let mut wire = lock(&self.wire);
         if wire.gone && wire.to_host.is_empty() {

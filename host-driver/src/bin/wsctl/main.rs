@@ -4,6 +4,7 @@
 mod completions;
 mod ctx;
 mod debug;
+mod devices;
 mod flash;
 mod info;
 mod jtag_opts;
@@ -64,6 +65,9 @@ enum Cmd {
     Resume(debug::Args),
     /// The core's registers over JTAG: GPRs, pc, dcsr, mstatus, mcause, mepc.
     Regs(debug::Args),
+    /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
+    /// serial) and whether this user may open them.
+    Devices(devices::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
 }
@@ -84,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Halt(a) => debug::halt(&ctx, a),
         Cmd::Resume(a) => debug::resume(&ctx, a),
         Cmd::Regs(a) => debug::regs(&ctx, a),
+        Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }
 }
