@@ -120,6 +120,17 @@ impl Crc32c {
         !self.0
     }
 
+    /// Resumes from a running register value (what hardware keeps between words: starts
+    /// at `0xFFFF_FFFF`, and the CRC is its complement).
+    pub const fn from_register(register: u32) -> Self {
+        Self(register)
+    }
+
+    /// The running register value (the complement of [`Crc32c::finish`]).
+    pub const fn register(&self) -> u32 {
+        self.0
+    }
+
     /// CRC-32C of `a ‖ b` from `crc(a)`, `crc(b)` and `b`'s length, without reading the
     /// bytes (the "zeros operator" of zlib's `crc32_combine`, in GF(2)).
     pub fn combine(crc_a: u32, crc_b: u32, len_b: u64) -> u32 {

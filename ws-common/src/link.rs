@@ -18,6 +18,7 @@
 //! - [`gbn`]: go-back-N sender and receiver state machines of the bulk channels.
 //! - [`hello`]: the connect handshake payload and version negotiation.
 //! - [`control`]: the control-channel payload header and the firmware's replay cache.
+//! - `fault` (`std` feature): the fault injector of the simulator and the host tests.
 //!
 //! Everything here is `no_std` and allocation-free; buffers are fixed-capacity (const
 //! generics) or the caller's.
@@ -32,6 +33,8 @@ pub mod hello;
 
 #[cfg(feature = "std")]
 pub mod bench;
+#[cfg(feature = "std")]
+pub mod fault;
 
 pub use decode::{Decoder, Event, Feed, Frame};
 pub use encode::{encode_frame, frame_parts, EncodeError, FrameParts};

@@ -3,6 +3,11 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use ws_common::link::fault::{rule_text, Rule};
+
+fn parse_fault(s: &str) -> Result<Rule, String> {
+    Rule::parse(s)
+}
 
 /// A built-in hand-assembled RAM program ([`super::programs`]), instead of a firmware ELF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,7 +29,7 @@ pub enum Demo {
     long_about = "The Verilated weightstream SoC (docs/soc.md), served on 127.0.0.1:\n  \
         link = port base      raw host-link byte stream (one client at a time; a new client replaces the old)\n  \
         log  = port base + 1  UART log: the history since boot, then live bytes, to every client\n  \
-        ctrl = port base + 2  JSON lines: stats | reset | pause | resume | quit\n  \
+        ctrl = port base + 2  JSON lines: stats | reset | pause | resume | quit | fault [RULES|clear|stats]\n  \
         jtag = port base + 3  JTAG server: XVC 1.0 or OpenOCD remote_bitbang, one client at a time (docs/jtag.md)\n\
         Once listening it prints one line to stdout:\n  \
         WS-SIM READY link=127.0.0.1:P log=127.0.0.1:P ctrl=127.0.0.1:P pid=N"
@@ -85,6 +90,16 @@ pub struct SimOptions {
     #[arg(long, value_name = "HZ", default_value_t = DEFAULT_IDLE_HZ, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_hz: u64,
 
+    /// Fault injection on the link port (repeatable): DIR:KIND:WHEN[:ch=LIST][:delay=CYCLES],
+    /// e.g. `both:flip:rate=0.01`, `h2b:drop:every=100:ch=2,3`, `b2h:delay:rate=0.001:delay=50000`
+    /// (docs/link.md "Fault injection"). Needs link protocol v2 on both ends.
+    #[arg(long, value_name = "RULE", value_parser = parse_fault)]
+    pub fault: Vec<Rule>,
+
+    /// Seed of the fault injector's random choices.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub fault_seed: u64,
+
     /// Build (or find in the cache) the model for these options and exit; needs no ELF.
     #[arg(long, conflicts_with_all = ["elf", "demo"])]
     pub build_only: bool,
@@ -119,6 +134,8 @@ impl SimOptions {
             quiet: false,
             parent_pid: None,
             idle_hz: DEFAULT_IDLE_HZ,
+            fault: Vec::new(),
+            fault_seed: 1,
             build_only: false,
         }
     }
@@ -158,6 +175,14 @@ impl SimOptions {
             push("--parent-pid", p.to_string());
         }
         push("--idle-hz", self.idle_hz.to_string());
+        for r in &self.fault {
+            a.push("--fault".into());
+            a.push(rule_text(r));
+        }
+        if self.fault_seed != 1 {
+            a.push("--fault-seed".into());
+            a.push(self.fault_seed.to_string());
+        }
         if self.loader {
             a.push("--loader".into());
         }
@@ -183,6 +208,8 @@ mod tests {
         o.max_cycles = Some(99);
         o.quiet = true;
         o.idle_hz = 1234;
+        o.fault = vec![Rule::parse("h2b:drop:every=3:ch=2").unwrap()];
+        o.fault_seed = 9;
         let mut argv = vec!["ws-sim".to_string()];
         argv.extend(o.to_args());
         let p = SimOptions::try_parse_from(argv).unwrap();
@@ -193,6 +220,11 @@ mod tests {
         assert!(p.quiet);
         assert_eq!(p.idle_hz, 1234);
         assert!(!p.build_only);
+        assert_eq!(p.fault, o.fault);
+        assert_eq!(p.fault_seed, 9);
+        assert!(
+            SimOptions::try_parse_from(["ws-sim", "--demo", "spin", "--fault", "h2b:melt:rate=1"]).is_err()
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! socket is only read while the shim's queue has room.
 
 mod clients;
+mod faults;
 mod jtag;
 mod os;
 
@@ -71,7 +72,7 @@ const JTAG_BATCH: u64 = 256;
 const JTAG_BUSY: &[u8] = b"ws-sim: JTAG port busy: another debugger is attached; detach it first\n";
 
 /// The requests of the control port, for the answer to an unknown one.
-const REQUESTS: &str = "stats, reset, pause, resume, quit";
+const REQUESTS: &str = "stats, reset, pause, resume, quit, fault [RULES | clear | stats]";
 
 /// Runs `ws-sim` with `opts` until a `quit` request, a signal, the end of the parent process
 /// or `--max-cycles`; all of these return `Ok`.
@@ -362,6 +363,8 @@ struct Server<'a> {
     link: Option<TcpStream>,
     link_out: OutBuf,
     link_discarded: u64,
+    /// Fault injection on the link port (`--fault`, the `fault` request).
+    faults: faults::LinkFaults,
     logs: Vec<LogClient>,
     history: LogHistory,
     ctrls: Vec<CtrlClient>,
@@ -411,6 +414,7 @@ impl<'a> Server<'a> {
             link: None,
             link_out: OutBuf::default(),
             link_discarded: 0,
+            faults: faults::LinkFaults::new(opts.fault.clone(), opts.fault_seed),
             logs: Vec::new(),
             history: LogHistory::new(LOG_HISTORY_BYTES),
             ctrls: Vec::new(),
@@ -577,7 +581,18 @@ impl<'a> Server<'a> {
         }
         if self.link.is_some() {
             let room = LINK_OUT_CAP.saturating_sub(self.link_out.pending());
-            if room > 0 {
+            if self.faults.active() || self.faults.holding() {
+                let cycle = self.soc.cycle();
+                let mut board = self.faults.scratch();
+                self.faults.poll(cycle, &mut board, self.link_out.vec_for_append());
+                self.soc.push_rx(&board);
+                if room > 0 {
+                    board.clear();
+                    self.soc.take_tx(&mut board, room);
+                    self.faults.to_host(&board, cycle, self.link_out.vec_for_append());
+                }
+                self.faults.give_back(board);
+            } else if room > 0 {
                 self.soc.take_tx(self.link_out.vec_for_append(), room);
             }
         } else {
@@ -652,6 +667,7 @@ impl<'a> Server<'a> {
 
     fn drop_link(&mut self) {
         self.link = None;
+        self.faults.reconnect();
         self.discard_tx();
     }
 
@@ -810,6 +826,15 @@ impl<'a> Server<'a> {
                     gone = true;
                     break;
                 }
+                Ok(n) if self.faults.active() || self.faults.holding() => {
+                    let mut board = self.faults.scratch();
+                    self.faults.to_board(&self.rbuf[..n], self.soc.cycle(), &mut board);
+                    self.soc.push_rx(&board);
+                    self.faults.give_back(board);
+                    if self.soc.rx_pending() >= SOC_RX_CAP {
+                        break;
+                    }
+                }
                 Ok(n) => {
                     self.soc.push_rx(&self.rbuf[..n]);
                     if self.soc.rx_pending() >= SOC_RX_CAP {
@@ -938,6 +963,7 @@ impl<'a> Server<'a> {
                 self.idle = false;
                 json!({ "ok": true, "cycle": self.soc.cycle() })
             }
+            w if w == "fault" || w.starts_with("fault ") => self.faults.request(&w[5..]),
             "quit" => {
                 self.exit = Some(Exit::Quit);
                 json!({ "ok": true, "cycle": self.soc.cycle() })
@@ -987,6 +1013,7 @@ impl<'a> Server<'a> {
             "jtag_protocol": self.jtag.as_ref().and_then(|c| c.session.protocol().name()),
             "jtag_sessions": self.jtag_sessions,
             "jtag_tck": self.jtag_tck + self.jtag.as_ref().map_or(0, |c| c.session.tck_cycles),
+            "fault": self.faults.report(),
         })
     }
 
