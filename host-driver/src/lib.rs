@@ -9,6 +9,8 @@
 //! - [`transport`]: the [`Transport`](transport::Transport) trait, the simulator's TCP link
 //!   and an in-memory [`FakeLink`](transport::FakeLink) with a [`FakeBoard`](transport::FakeBoard)
 //!   behind it, so protocol logic is tested without a simulator.
+//! - [`link`]: link protocol v2: the [`Endpoint`](link::Endpoint) that runs HELLO and the
+//!   go-back-N bulk streams over any byte link.
 //! - [`client`]: the control-protocol [`Client`](client::Client): request ids, timeouts,
 //!   stale answers, retries, and one typed helper per command.
 //! - [`endpoints`]: which addresses to talk to (command line, running simulator, board file).
@@ -32,6 +34,7 @@ pub mod endpoints;
 pub mod error;
 pub mod flash;
 pub mod jtag;
+pub mod link;
 pub mod loader;
 pub mod logs;
 pub mod parse;
