@@ -23,12 +23,13 @@ use ws_common::ctrl::{
     encode_frame, Command, DecodeError, Event, Frame, FrameDecoder, Status, FRAME_ERROR_OPCODE, MAX_FRAME,
     RESPONSE_BIT, VERSION,
 };
+use ws_common::link::control as v2;
 use ws_common::regmap::split_id_word;
 
 use crate::layout::Windows;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// Bytes of one Peek reply buffer (the largest peek the protocol allows).
 pub const PEEK_BUF_LEN: usize = MAX_PEEK;
@@ -192,8 +193,18 @@ impl Controller {
         &self.identity
     }
 
-    /// Answers one well-formed frame.
+    /// Answers one well-formed v1 frame with a v1 frame.
     pub fn handle_frame<B: Board>(&mut self, frame: &Frame<'_>, board: &mut B) -> Reply<'_> {
+        self.handle(Wire::V1, frame, board)
+    }
+
+    /// Answers one link v2 control request (`opcode`, `req_id` and body from its control
+    /// payload) with the response's control payload; the caller frames it on channel 1.
+    pub fn handle_v2<B: Board>(&mut self, frame: &Frame<'_>, board: &mut B) -> Reply<'_> {
+        self.handle(Wire::V2, frame, board)
+    }
+
+    fn handle<B: Board>(&mut self, wire: Wire, frame: &Frame<'_>, board: &mut B) -> Reply<'_> {
         self.counters.frames_ok = self.counters.frames_ok.wrapping_add(1);
         let (id, p) = (frame.req_id, frame.payload);
         let snapshot = self.counters;
@@ -205,26 +216,26 @@ impl Controller {
             op if op & RESPONSE_BIT != 0 => 0,
             opcode::PING => {
                 let r = Ping::decode(p).map(|ping| ping.nonce);
-                reply::<Ping>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<Ping>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             opcode::IDENTITY => {
                 let r = Identity::decode(p).map(|_| &self.identity);
-                reply::<Identity>(id, r, out, refused)
+                reply::<Identity>(wire, id, r, out, refused)
             }
             opcode::PEEK => {
                 let r = Peek::decode(p).and_then(|peek| read(&self.windows, &mut self.peek, peek, board));
-                reply::<Peek>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<Peek>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             opcode::POKE => {
                 let r = Poke::decode(p).and_then(|poke| write(&self.windows, poke, board));
-                reply::<Poke<'_>>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<Poke<'_>>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             opcode::RESET => {
                 let r = Reset::decode(p).map(|_| ());
                 if r.is_ok() {
                     action = Action::Reset;
                 }
-                reply::<Reset>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<Reset>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             opcode::STATS => {
                 let c = snapshot;
@@ -240,15 +251,15 @@ impl Controller {
                         refused: c.refused,
                     }
                 });
-                reply::<Stats>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<Stats>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             opcode::LOG_ECHO => {
                 let r = LogEcho::decode(p).map(|echo| board.log_echo(echo.value, echo.tag));
-                reply::<LogEcho>(id, r.as_ref().map_err(|&s| s), out, refused)
+                reply::<LogEcho>(wire, id, r.as_ref().map_err(|&s| s), out, refused)
             }
             unknown => {
                 *refused = refused.wrapping_add(1);
-                encode_error(unknown, id, Status::UnknownOpcode, out).unwrap_or(0)
+                error(wire, unknown, id, Status::UnknownOpcode, out)
             }
         };
         Reply { bytes: self.out.get(..len).unwrap_or(&[]), action }
@@ -264,9 +275,17 @@ impl Controller {
     }
 }
 
+/// How a reply is encoded: a whole v1 frame, or a link v2 control payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    V1,
+    V2,
+}
+
 /// Encodes the reply of command `C` into `out`, counting refusals. A reply that cannot be
 /// encoded (which the buffer sizes rule out) degrades to an error reply, never a panic.
 fn reply<'a, C: Command<'a>>(
+    wire: Wire,
     req_id: u16,
     result: Result<&C::Response, Status>,
     out: &mut [u8],
@@ -275,14 +294,26 @@ fn reply<'a, C: Command<'a>>(
     if result.is_err() {
         *refused = refused.wrapping_add(1);
     }
-    encode_response::<C>(req_id, result, out)
+    let encoded = match wire {
+        Wire::V1 => encode_response::<C>(req_id, result, out),
+        Wire::V2 => v2::encode_response::<C>(req_id, result, out).map_err(|_| Status::BadLength),
+    };
+    encoded
         .or_else(|status| {
             if result.is_ok() {
                 *refused = refused.wrapping_add(1);
             }
-            encode_error(C::OPCODE, req_id, status, out)
+            Ok::<usize, Status>(error(wire, C::OPCODE, req_id, status, out))
         })
         .unwrap_or(0)
+}
+
+/// Encodes an error reply to `opcode`.
+fn error(wire: Wire, opcode: u8, req_id: u16, status: Status, out: &mut [u8]) -> usize {
+    match wire {
+        Wire::V1 => encode_error(opcode, req_id, status, out).unwrap_or(0),
+        Wire::V2 => v2::encode_error(opcode, req_id, status, out).unwrap_or(0),
+    }
 }
 
 /// Checks a word access of `len` bytes at `addr`: non-empty, 4-byte aligned address and
@@ -350,6 +381,11 @@ impl Server {
         &self.ctrl
     }
 
+    /// The controller, to run link v2 requests with (crate::link).
+    pub fn controller_mut(&mut self) -> &mut Controller {
+        &mut self.ctrl
+    }
+
     /// Takes one byte from the host link and sends, through `tx`, every reply it completes.
     /// Returns [`Action::Reset`] right after sending a `Reset` acknowledgement; the caller
     /// then resets the board and the rest of the stream is dropped with it.
@@ -360,6 +396,8 @@ impl Server {
             let reply = match self.decoder.poll() {
                 Event::Pending => return Action::Continue,
                 Event::Frame(frame) => self.ctrl.handle_frame(&frame, board),
+                // A link v2 frame: the v2 server (crate::link) answers it.
+                Event::Error(DecodeError::BadVersion(v)) if v == ws_common::link::VERSION => continue,
                 Event::Error(err) => self.ctrl.handle_decode_error(err),
             };
             if !reply.bytes.is_empty() {

@@ -5,7 +5,7 @@
 //! of `ws_common::ctrl` on the host-link byte stream (see `docs/firmware.md`).
 //!
 //! The crate is split so that the logic is tested on the host:
-//! - [`control`], [`timing`] and [`layout`] are plain Rust with no register access; they build
+//! - [`control`], [`link`] (link protocol v2 on the FIFO channels), [`timing`] and [`layout`] are plain Rust with no register access; they build
 //!   for any target and have unit tests (`cargo test --lib --target x86_64-unknown-linux-gnu`).
 //! - [`pac`] (generated) and [`hal`] are the thin layer that touches registers. They compile
 //!   on the host too but only run on the board.
@@ -20,6 +20,7 @@
 pub mod control;
 pub mod hal;
 pub mod layout;
+pub mod link;
 pub mod pac;
 pub mod timing;
 

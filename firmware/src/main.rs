@@ -18,6 +18,7 @@ use ws_firmware::hal::sysinfo::Sysinfo;
 use ws_firmware::hal::timer::{self, Timer};
 use ws_firmware::hal::uart::{self, Uart};
 use ws_firmware::layout::Windows;
+use ws_firmware::link::LinkServer;
 use ws_firmware::rt::{self, Irq};
 use ws_firmware::timing::{LOG_BAUD, TICK_HZ};
 use ws_firmware::{logger, pac, tick, FW_VERSION, PANIC_LEDS};
@@ -78,6 +79,7 @@ fn main() -> ! {
     let windows = Windows::new(sys.rom_bytes, sys.ram_bytes);
     let identity = control::identity(FW_VERSION, &sys, &windows, tick_hz, &blocks);
     let mut server = Server::new(Controller::new(identity, windows));
+    let mut link = LinkServer::new();
     let mut board = HwBoard;
     let mut hostlink = Hostlink::new(p.hostlink);
     // The line wakes WFI in `rt::wait_for_host`; it is enabled in `mie` only there.
@@ -88,7 +90,13 @@ fn main() -> ! {
     loop {
         match hostlink.read() {
             Ok(byte) => {
-                let action = server.receive(byte, &mut board, &mut |reply| hostlink.write_all(reply));
+                // Both protocols read every byte; each ignores the other's frames.
+                let mut action = server.receive(byte, &mut board, &mut |reply| hostlink.write_all(reply));
+                if action == Action::Continue {
+                    action = link.receive(&[byte], server.controller_mut(), &mut board, &mut |reply| {
+                        hostlink.write_all(reply)
+                    });
+                }
                 if action == Action::Reset {
                     defmt::info!("reset requested by the host");
                     while !hostlink.tx_empty() {}

@@ -221,6 +221,19 @@ pub enum TransportError {
 /// Failures of the control protocol.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
+    /// {0}
+    #[error("{0}")]
+    Hello(ws_common::link::hello::HelloError),
+    /// no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`
+    #[error(
+        "no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`"
+    )]
+    NoHello {
+        /// The link's description.
+        peer: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
     /// no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)
     #[error(
         "no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)"

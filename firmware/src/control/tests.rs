@@ -10,19 +10,19 @@ use ws_common::regmap::{map, BLOCKS};
 use crate::layout::{SCRATCH_BASE, SCRATCH_LEN};
 
 /// An in-memory board: ROM and RAM as word arrays, plus a record of what was asked of it.
-struct FakeBoard {
+pub(crate) struct FakeBoard {
     windows: Windows,
     rom: StdVec<u32>,
     ram: StdVec<u32>,
     reads: usize,
-    writes: StdVec<(u32, u32)>,
+    pub(crate) writes: StdVec<(u32, u32)>,
     record_writes: bool,
-    echoes: StdVec<(u32, i16)>,
+    pub(crate) echoes: StdVec<(u32, i16)>,
     clocks: Clocks,
 }
 
 impl FakeBoard {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let rom = (0..map::BOOTROM_SIZE / 4).map(|i| 0xb007_0000 | i).collect();
         let ram = (0..map::RAM_SIZE / 4).map(|i| 0x5a5a_0000 ^ i.wrapping_mul(0x9e37_79b9)).collect();
         Self {
@@ -94,11 +94,15 @@ fn id_word(slot: u8) -> u32 {
     (b.id as u32) << 16 | (b.major as u32) << 8 | b.minor as u32
 }
 
-fn server() -> Server {
+pub(crate) fn controller() -> Controller {
     let sys = sysinfo();
     let blocks = discover_blocks(sys.slots, id_word);
     let info = identity([1, 2, 3], &sys, &full_windows(), 1000, &blocks);
-    Server::new(Controller::new(info, full_windows()))
+    Controller::new(info, full_windows())
+}
+
+fn server() -> Server {
+    Server::new(controller())
 }
 
 /// Feeds `bytes` and returns every reply frame sent, plus the last action.

@@ -589,7 +589,7 @@ impl<'a> Server<'a> {
                 if room > 0 {
                     board.clear();
                     self.soc.take_tx(&mut board, room);
-                    self.faults.to_host(&board, cycle, self.link_out.vec_for_append());
+                    self.faults.toward_host(&board, cycle, self.link_out.vec_for_append());
                 }
                 self.faults.give_back(board);
             } else if room > 0 {
@@ -828,7 +828,7 @@ impl<'a> Server<'a> {
                 }
                 Ok(n) if self.faults.active() || self.faults.holding() => {
                     let mut board = self.faults.scratch();
-                    self.faults.to_board(&self.rbuf[..n], self.soc.cycle(), &mut board);
+                    self.faults.toward_board(&self.rbuf[..n], self.soc.cycle(), &mut board);
                     self.soc.push_rx(&board);
                     self.faults.give_back(board);
                     if self.soc.rx_pending() >= SOC_RX_CAP {

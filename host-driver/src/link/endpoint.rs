@@ -161,6 +161,8 @@ pub struct Endpoint {
     stats: EndpointStats,
     frame: Vec<u8>,
     payload: Vec<u8>,
+    /// Control payloads (channel 1) received, oldest first.
+    control_in: VecDeque<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -191,6 +193,7 @@ impl Endpoint {
             stats: EndpointStats::default(),
             frame: vec![0; MAX_FRAME],
             payload: Vec::new(),
+            control_in: VecDeque::new(),
         }
     }
 
@@ -269,6 +272,17 @@ impl Endpoint {
         }
         r.receiver.release(n as u32);
         Ok(n)
+    }
+
+    /// Frames one control payload (docs/link.md "Control": seq 0, no ACK) into `out`.
+    pub fn send_control(&mut self, payload: &[u8], out: &mut Vec<u8>) {
+        let h = Header { length: payload.len() as u32, ..Header::new(Channel::Control, flags::DATA) };
+        self.emit(&h, Some(payload), out);
+    }
+
+    /// The oldest control payload received and not yet taken.
+    pub fn pop_control(&mut self) -> Option<Vec<u8>> {
+        self.control_in.pop_front()
     }
 
     /// The peer went away (a reconnect follows): half-received frames are dropped, and an
@@ -416,6 +430,10 @@ impl Endpoint {
                     }
                 }
             }
+            return;
+        }
+        if h.channel == Channel::Control && h.has(flags::DATA) {
+            self.control_in.push_back(self.payload.clone());
             return;
         }
         if !self.is_up() {

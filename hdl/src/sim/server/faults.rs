@@ -38,13 +38,13 @@ impl LinkFaults {
     }
 
     /// Host-to-board bytes: what the injector lets through is appended to `out`.
-    pub(crate) fn to_board(&mut self, input: &[u8], cycle: u64, out: &mut Vec<u8>) {
+    pub(crate) fn toward_board(&mut self, input: &[u8], cycle: u64, out: &mut Vec<u8>) {
         self.to_board.push(input, cycle, out);
         self.warn_unparsed();
     }
 
     /// Board-to-host bytes.
-    pub(crate) fn to_host(&mut self, input: &[u8], cycle: u64, out: &mut Vec<u8>) {
+    pub(crate) fn toward_host(&mut self, input: &[u8], cycle: u64, out: &mut Vec<u8>) {
         self.to_host.push(input, cycle, out);
         self.warn_unparsed();
     }
@@ -186,15 +186,15 @@ mod tests {
         assert_eq!(v["rules"], json!(["h2b:drop:every=2", "b2h:dup:at=0"]));
         let mut out = Vec::new();
         for s in 0..10 {
-            f.to_board(&frame(s), 0, &mut out);
+            f.toward_board(&frame(s), 0, &mut out);
         }
         assert_eq!(out.len(), 5 * frame_len(64));
         f.reconnect();
         for s in 0..4 {
-            f.to_board(&frame(s), 0, &mut out);
+            f.toward_board(&frame(s), 0, &mut out);
         }
         let mut back = Vec::new();
-        f.to_host(&frame(0), 0, &mut back);
+        f.toward_host(&frame(0), 0, &mut back);
         assert_eq!(back.len(), 2 * frame_len(64));
         let r = f.request("stats");
         assert_eq!(r["h2b"]["injected"]["drop"]["total"], 7);

@@ -1,0 +1,190 @@
+//! Host tests of the v2 server: HELLO and version refusal, control requests, the replay
+//! cache (retries never run a command twice), v1 frames ignored, and random garbage.
+
+use super::*;
+use crate::control::tests::{controller, FakeBoard};
+use std::vec::Vec;
+use ws_common::ctrl::cmd::{opcode, LogEcho, Ping, Poke};
+use ws_common::ctrl::Status;
+use ws_common::link::control::{decode_response, encode_request};
+use ws_common::link::{frame_len, Decoder, Event, MAX_FRAME};
+
+fn frame(h: Header, payload: &[u8]) -> Vec<u8> {
+    let mut out = std::vec![0u8; frame_len(payload.len())];
+    let n = encode_frame(&Header { length: payload.len() as u32, ..h }, payload, &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+fn hello(major: u8, resume: bool) -> Vec<u8> {
+    let mut h = Hello::new(65536, 32);
+    if resume {
+        h.flags |= hello_flags::RESUME;
+    }
+    let mut p = h.encode();
+    p[0] = major;
+    frame(Header::new(Channel::Link, flags::HELLO), &p)
+}
+
+fn request<'a, C: ws_common::ctrl::Command<'a>>(cmd: &C, req_id: u16) -> Vec<u8> {
+    let mut p = [0u8; MAX_CTRL_PAYLOAD];
+    let n = encode_request(cmd, req_id, &mut p).unwrap();
+    frame(Header::new(Channel::Control, flags::DATA), &p[..n])
+}
+
+struct Rig {
+    server: LinkServer,
+    ctrl: Controller,
+    board: FakeBoard,
+}
+
+impl Rig {
+    fn new() -> Self {
+        Rig { server: LinkServer::new(), ctrl: controller(), board: FakeBoard::new() }
+    }
+
+    /// Feeds `bytes` in `chunk`-byte pieces; returns every frame sent back, decoded.
+    fn feed(&mut self, bytes: &[u8], chunk: usize) -> (Vec<(Header, Vec<u8>)>, Action) {
+        let mut out = Vec::new();
+        let mut action = Action::Continue;
+        for c in bytes.chunks(chunk.max(1)) {
+            let a = self
+                .server
+                .receive(c, &mut self.ctrl, &mut self.board, &mut |f: &[u8]| out.extend_from_slice(f));
+            if a == Action::Reset {
+                action = a;
+            }
+        }
+        let mut dec = std::boxed::Box::new(Decoder::<MAX_FRAME>::new());
+        let mut frames = Vec::new();
+        let mut rest = &out[..];
+        loop {
+            let r = dec.feed(rest);
+            rest = &rest[r.consumed..];
+            match r.event {
+                Some(Event::Frame(f)) => frames.push((f.header, f.payload.to_vec())),
+                Some(Event::Error(e)) => panic!("the firmware sent a bad frame: {e:?}"),
+                None => break,
+            }
+        }
+        (frames, action)
+    }
+}
+
+#[test]
+fn hello_is_answered_with_no_bulk_credit() {
+    let mut rig = Rig::new();
+    let (out, _) = rig.feed(&hello(2, false), 7);
+    assert_eq!(out.len(), 1);
+    let (h, p) = &out[0];
+    assert_eq!((h.channel, h.flags), (Channel::Link, flags::HELLO));
+    let board = Hello::decode(p).unwrap();
+    assert_eq!((board.major, board.max_payload, board.window), (2, MAX_BULK, WINDOW));
+    for ch in Channel::ALL {
+        assert_eq!(board.channel(ch).credit, 0, "{ch:?}: no engine, no credit");
+    }
+    assert_eq!(rig.server.counters().hellos, 1);
+}
+
+#[test]
+fn another_major_version_is_answered_with_hello_error_and_our_version() {
+    let mut rig = Rig::new();
+    let (out, _) = rig.feed(&hello(3, false), 1000);
+    let (h, p) = &out[0];
+    assert_eq!(h.flags, flags::HELLO | flags::ERROR);
+    assert_eq!((p[0], p[1]), (2, 0), "the refusal carries the board's own version");
+    assert_eq!(rig.server.counters().hello_refused, 1);
+}
+
+#[test]
+fn control_requests_run_once_and_retries_replay() {
+    let mut rig = Rig::new();
+    rig.feed(&hello(2, false), 64);
+    let (out, _) = rig.feed(&request(&Ping { nonce: 0xdead_beef }, 7), 3);
+    let (h, p) = &out[0];
+    assert_eq!((h.channel, h.flags), (Channel::Control, flags::DATA));
+    let (resp, body) = CtrlHeader::decode(p).unwrap();
+    assert_eq!((resp.opcode, resp.req_id), (opcode::PING | 0x80, 7));
+    assert_eq!(decode_response::<Ping>(body), Ok(0xdead_beef));
+
+    // A LogEcho retried three times (its answers lost) logs once and answers identically.
+    let echo = request(&LogEcho { value: 42, tag: -3 }, 8);
+    let first = rig.feed(&echo, 1000).0;
+    for _ in 0..3 {
+        assert_eq!(rig.feed(&echo, 5).0, first);
+    }
+    assert_eq!(rig.board.echoes, std::vec![(42, -3)]);
+    assert_eq!(rig.server.counters().replays, 3);
+
+    // The same id with another body is a new request.
+    rig.feed(&request(&LogEcho { value: 43, tag: -3 }, 8), 1000);
+    assert_eq!(rig.board.echoes.len(), 2);
+
+    // A Poke retried after a reconnect with RESUME writes once; a fresh HELLO forgets.
+    let addr = crate::layout::SCRATCH_BASE;
+    let poke = request(&Poke { addr, data: &[1, 2, 3, 4] }, 9);
+    rig.feed(&poke, 1000);
+    rig.feed(&hello(2, true), 1000);
+    rig.feed(&poke, 1000);
+    assert_eq!(rig.board.writes.iter().filter(|w| w.0 == addr).count(), 1);
+    rig.feed(&hello(2, false), 1000);
+    rig.feed(&poke, 1000);
+    assert_eq!(rig.board.writes.iter().filter(|w| w.0 == addr).count(), 2);
+}
+
+#[test]
+fn refusals_unknown_opcodes_and_responses() {
+    let mut rig = Rig::new();
+    let (out, _) = rig.feed(&frame(Header::new(Channel::Control, flags::DATA), &[0x55, 0, 1, 0]), 100);
+    let (_, body) = CtrlHeader::decode(&out[0].1).unwrap();
+    assert_eq!(body, &[Status::UnknownOpcode as u8]);
+    // A response is never answered; reserved control flags are ignored.
+    let (out, _) = rig.feed(&frame(Header::new(Channel::Control, flags::DATA), &[0x81, 0, 1, 0, 0]), 100);
+    assert!(out.is_empty());
+    let (out, _) = rig.feed(&frame(Header::new(Channel::Control, flags::DATA), &[0x01, 9, 1, 0]), 100);
+    assert!(out.is_empty());
+    // Bulk data has nowhere to go without the engine.
+    let (out, _) = rig.feed(&frame(Header::new(Channel::Weights, flags::DATA), &[0; 64]), 100);
+    assert!(out.is_empty());
+    assert_eq!(rig.server.counters().ignored, 3);
+}
+
+#[test]
+fn v1_frames_are_left_to_the_v1_server_and_garbage_never_panics() {
+    let mut rig = Rig::new();
+    let mut v1 = [0u8; 64];
+    let n = ws_common::ctrl::encode_frame(opcode::PING, 1, &[1, 2, 3, 4], &mut v1).unwrap();
+    let (out, _) = rig.feed(&v1[..n], 100);
+    assert!(out.is_empty());
+    assert_eq!(rig.server.counters().bad_frames, 0, "a v1 frame is not a bad v2 frame");
+
+    // Random bytes, random frames with random bit flips, all cut at random.
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut stream = Vec::new();
+    for _ in 0..3000 {
+        match next() % 3 {
+            0 => stream.extend((0..next() % 64).map(|_| next() as u8)),
+            1 => stream.extend(request(&Ping { nonce: next() as u32 }, next() as u16)),
+            _ => {
+                let mut f = request(&LogEcho { value: next() as u32, tag: 1 }, next() as u16);
+                let bit = (next() as usize) % (f.len() * 8);
+                f[bit / 8] ^= 1 << (bit % 8);
+                stream.extend(f);
+            }
+        }
+    }
+    let mut pos = 0;
+    while pos < stream.len() {
+        let n = (1 + next() as usize % 300).min(stream.len() - pos);
+        rig.server.receive(&stream[pos..pos + n], &mut rig.ctrl, &mut rig.board, &mut |_| {});
+        pos += n;
+    }
+    let c = rig.server.counters();
+    assert!(c.requests >= 900 && c.bad_frames >= 900, "{c:?}");
+}
