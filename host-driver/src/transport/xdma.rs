@@ -8,7 +8,8 @@
 //! copied by the kernel. Buffers here are page aligned ([`AlignedBuf`]), as the driver's own
 //! test tools allocate them: every descriptor then covers whole pages, and an IP built
 //! without unaligned-transfer support still accepts them. Reads block until the card ends a
-//! packet (AXI-Stream `tlast`) or the buffer is full, so a reader thread keeps one read
+//! packet (AXI-Stream `tlast`; `c2h` is opened with `O_TRUNC`, the driver's EOP-flush mode)
+//! or the buffer is full, so a reader thread keeps one read
 //! posted at all times and hands filled buffers over a channel: `recv` gets a timeout and
 //! the card is never left without a posted read while the host decodes.
 
@@ -102,11 +103,18 @@ pub struct XdmaTransport {
 }
 
 fn open_node(path: &Path, write: bool) -> Result<File> {
-    OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .open(path)
-        .map_err(|source| TransportError::NoXdma { path: path.into(), source }.into())
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut o = OpenOptions::new();
+    o.read(!write).write(write);
+    // The driver ends a c2h read at the card's tlast only in its "EOP flush" mode, which
+    // opening with O_TRUNC selects (dma_ip_drivers, cdev_sgdma.c, char_sgdma_open); without
+    // it a read returns only once every descriptor of the buffer has closed. Only on the
+    // real character device: a regular file standing in for it in tests would be emptied.
+    let is_device = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device());
+    if !write && is_device {
+        o.custom_flags(libc::O_TRUNC);
+    }
+    o.open(path).map_err(|source| TransportError::NoXdma { path: path.into(), source }.into())
 }
 
 /// Reads from `c2h` into pooled buffers until told to stop or the device fails.
