@@ -163,6 +163,26 @@ fn request_seeds() -> Vec<Vec<u8>> {
     s.push([request(&cmd::Reset, 24), request(&cmd::Ping { nonce: 3 }, 25)].concat());
     s.push(request(&cmd::Poke { addr: scratch, data: &[0xaa; cmd::MAX_POKE] }, 26));
     s.push(pattern(200, 27));
+    // Link v2 on the same bytes (the firmware runs both servers): HELLO, control requests,
+    // a retry of the same id, a HELLO of another major version.
+    let ctl = |c: &dyn Fn(&mut [u8]) -> usize| {
+        let mut p = [0u8; MAX_CTRL_PAYLOAD];
+        let n = c(&mut p);
+        data(Channel::Control, 0, &p[..n])
+    };
+    let hello = Hello::new(65536, 32).encode();
+    let h = |f: u8, p: &[u8]| v2(Header { length: p.len() as u32, ..Header::new(Channel::Link, f) }, p);
+    s.push(h(flags::HELLO, &hello));
+    let echo = ctl(&|p| control::encode_request(&cmd::LogEcho { value: 9, tag: 1 }, 30, p).unwrap());
+    s.push([h(flags::HELLO, &hello), echo.clone(), echo].concat());
+    s.push(ctl(&|p| {
+        control::encode_request(&cmd::Poke { addr: scratch, data: &[1, 2, 3, 4] }, 31, p).unwrap()
+    }));
+    s.push(ctl(&|p| control::encode_request(&cmd::Peek { addr: ram, len: 1016 }, 32, p).unwrap()));
+    s.push(ctl(&|p| control::encode_request(&cmd::Reset, 33, p).unwrap()));
+    let mut major3 = hello;
+    major3[0] = 3;
+    s.push(h(flags::HELLO, &major3));
     s
 }
 

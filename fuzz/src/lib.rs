@@ -198,18 +198,44 @@ fn new_server() -> (ws_firmware::control::Server, FuzzBoard) {
     (Server::new(Controller::new(info, windows)), FuzzBoard { windows })
 }
 
-/// Fuzz body: the firmware's control request parser and command handler.
+/// Fuzz body: the firmware's control request parsers and command handler, v1 and link v2
+/// side by side on every byte as the firmware's main loop runs them.
 pub fn ctrl_request(data: &[u8]) {
+    use ws_firmware::control::Action;
     let (mut server, mut board) = new_server();
+    let mut link = Box::new(ws_firmware::link::LinkServer::new());
     let mut replies: Vec<Vec<u8>> = Vec::new();
+    let mut v2_replies: Vec<Vec<u8>> = Vec::new();
     for &b in data {
-        let action = server.receive(b, &mut board, &mut |r: &[u8]| replies.push(r.to_vec()));
-        if action == ws_firmware::control::Action::Reset {
-            // The board resets: a fresh server, as after boot.
+        let mut action = server.receive(b, &mut board, &mut |r: &[u8]| replies.push(r.to_vec()));
+        if action == Action::Continue {
+            action = link.receive(&[b], server.controller_mut(), &mut board, &mut |r: &[u8]| {
+                v2_replies.push(r.to_vec())
+            });
+        }
+        if action == Action::Reset {
+            // The board resets: fresh servers, as after boot.
             (server, board) = new_server();
+            link = Box::new(ws_firmware::link::LinkServer::new());
         }
     }
-    // Every reply is exactly one well-formed response frame.
+    // Every v2 reply is exactly one good frame: a HELLO on channel 0 or a response on 1.
+    for r in v2_replies {
+        let mut dec = Box::new(link::Decoder::<{ link::MAX_CTRL_FRAME }>::new());
+        let f = dec.feed(&r);
+        match f.event {
+            Some(link::Event::Frame(f)) => {
+                assert!(matches!(f.header.channel, link::Channel::Link | link::Channel::Control));
+                if f.header.channel == link::Channel::Control {
+                    let (h, body) = CtrlHeader::decode(f.payload).expect("a control payload");
+                    assert!(h.is_response() && !body.is_empty(), "reply without the response bit or status");
+                }
+            }
+            other => panic!("the firmware sent a malformed v2 frame: {other:?}"),
+        }
+        assert_eq!(f.consumed, r.len(), "v2 reply has bytes after its frame");
+    }
+    // Every v1 reply is exactly one well-formed response frame.
     for r in replies {
         let mut dec = ctrl::FrameDecoder::new();
         let mut frames = 0;
