@@ -11,5 +11,6 @@
 //! a NaN's payload or a zero's sign must never be lost to a conversion on the way.
 
 pub mod fp;
+pub mod mesh;
 pub mod optim;
 pub mod swarm;
