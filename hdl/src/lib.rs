@@ -22,6 +22,7 @@
 pub mod bench;
 mod dl;
 pub mod dut;
+pub mod link;
 pub mod optim;
 pub mod paths;
 pub mod sim;
