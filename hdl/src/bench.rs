@@ -6,6 +6,7 @@
 //! so the figures are those of the simulator minus its socket handling. The functions return
 //! plain structs; printing the table and writing JSON is the xtask's job.
 
+pub mod link;
 pub mod optim;
 pub mod swarm;
 

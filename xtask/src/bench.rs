@@ -121,6 +121,7 @@ pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
     }
     if sel.has(Group::Link) {
         link_rows(&mut rows);
+        link_engine_rows(&mut rows)?;
     }
 
     print_table(&rows);
@@ -272,6 +273,30 @@ fn jtag_flash(ctx: &Ctx, wire: host_driver::jtag::Wire) -> Result<host_driver::j
     Ok(host_driver::jtag::bench::flash_throughput(jtag, wire, &board, &ctx.firmware_elf())?)
 }
 
+/// The RX half of the link engine at full rate: payload bytes per cycle against the PHY's 4.
+fn link_engine_rows(rows: &mut Vec<Row>) -> Result<()> {
+    for (payload, frames) in [(256usize, 2048usize), (4096, 256), (65536, 16)] {
+        let pb = spinner(&format!("link engine: RX line rate at {payload} B frames"));
+        let r = ws_hdl::bench::link::rx_line_rate(payload, frames)?;
+        pb.finish_and_clear();
+        let ideal = row(
+            &format!("link engine: framing bound at {payload} B (payload / frame bytes)"),
+            r.framing_bound,
+            "ratio",
+        );
+        rows.push(vs(
+            row(
+                &format!("link engine: RX payload at {payload} B frames, × line rate"),
+                r.of_line_rate,
+                "ratio",
+            ),
+            &ideal,
+        ));
+        rows.push(ideal);
+    }
+    Ok(())
+}
+
 /// Host-side link protocol v2 on one core: 64 MiB in 4 KiB frames, best of 5 passes, every
 /// ratio against a memcpy of the same buffer in the same run (goal ≥ 0.5×).
 fn link_rows(rows: &mut Vec<Row>) {
@@ -288,6 +313,60 @@ fn link_rows(rows: &mut Vec<Row>) {
     for (payload, overhead) in b.overhead {
         rows.push(row(&format!("link: wire overhead, {payload} B payload"), overhead * 100.0, "%"));
     }
+    match sim_transport_cpu(256 << 20) {
+        Ok(ns_per_gb) => {
+            rows.push(row("link: host CPU per GB through the sim transport", ns_per_gb / 1e9, "s"))
+        }
+        Err(e) => eprintln!("bench: sim transport CPU time not measured: {e:#}"),
+    }
+}
+
+/// Host CPU seconds per GB (1e9 payload bytes) to frame 4 KiB payloads and send them
+/// through `SimTransport` to a loopback TCP reader: the sending thread's CPU time (from
+/// /proc/thread-self/schedstat), so the reader's cost is not counted.
+fn sim_transport_cpu(bytes: usize) -> Result<f64> {
+    use host_driver::transport::{SimTransport, Transport};
+    use std::io::Read;
+    use ws_common::link::{encode_frame, flags, frame_len, Channel, Header};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let reader = std::thread::spawn(move || -> std::io::Result<u64> {
+        let (mut s, _) = listener.accept()?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut n = 0u64;
+        loop {
+            match s.read(&mut buf)? {
+                0 => return Ok(n),
+                k => n += k as u64,
+            }
+        }
+    });
+    let cpu_ns = || -> Result<u64> {
+        let t = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+        Ok(t.split_whitespace().next().context("empty schedstat")?.parse()?)
+    };
+    let mut t = SimTransport::connect(addr)?;
+    let payload = vec![0x5au8; 4096];
+    let mut wire = vec![0u8; 64 * frame_len(4096)];
+    let before = cpu_ns()?;
+    let mut sent = 0usize;
+    let mut seq = 0u32;
+    while sent < bytes {
+        // 64 frames per send, as the link pump batches them.
+        let mut at = 0;
+        for _ in 0..64 {
+            let h = Header { seq, length: 4096, ..Header::new(Channel::Weights, flags::DATA) };
+            at += encode_frame(&h, &payload, &mut wire[at..])?;
+            seq = seq.wrapping_add(1);
+        }
+        t.send(&wire[..at])?;
+        sent += 64 * 4096;
+    }
+    let cpu = cpu_ns()? - before;
+    drop(t);
+    let got = reader.join().map_err(|_| anyhow::anyhow!("reader thread panicked"))??;
+    anyhow::ensure!(got as usize >= sent, "the reader got {got} bytes of {sent}");
+    Ok(cpu as f64 / (sent as f64 / 1e9))
 }
 
 fn fmt_value(r: &Row) -> String {
@@ -295,6 +374,7 @@ fn fmt_value(r: &Row) -> String {
         "bytes/s" if r.value >= 1e9 => format!("{:.2} GB/s", r.value / 1e9),
         "bytes/s" => format!("{:.1} kB/s", r.value / 1e3),
         "%" => format!("{:.3} %", r.value),
+        "ratio" => format!("{:.4}", r.value),
         "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
