@@ -30,10 +30,12 @@ fn predictions_scale_in_log_depth_at_line_rate() {
 }
 
 /// The bench rows' measurements are cycle counts of the RTL, so their goals are checkable
-/// here: full rate in both directions, and the RTL latency equal to the model's.
+/// here: full rate in both directions, and the RTL latency equal to the model's. On the trees
+/// the other SwarmX tests build anyway (so CI builds no extra model); `cargo xtask bench`
+/// measures every shape.
 #[test]
 fn bench_rows_meet_the_goals() {
-    for n in [4u32, 16] {
+    for n in [4u32] {
         let t = ws_hdl::bench::swarm::port_throughput(n, 3000).unwrap();
         eprintln!("{t:?}");
         assert!(
@@ -41,7 +43,7 @@ fn bench_rows_meet_the_goals() {
             "{t:?}"
         );
     }
-    for row in ws_hdl::bench::swarm::reduce_latency().unwrap() {
+    for row in ws_hdl::bench::swarm::reduce_latency_of(&[&[4], &[2, 4], &[4, 4]], &[&[4, 4, 4]]).unwrap() {
         eprintln!("{row:?}");
         if let Some(rtl) = row.rtl_cycles {
             assert_eq!(rtl, row.model_cycles, "{}", row.shape);

@@ -205,18 +205,22 @@ fn latency_row(shape: &TreeShape, rtl: Option<u64>) -> LatencyRow {
 /// Reduce latency against the number of ports (single nodes with 2, 3, 4, 8 and 16 ports)
 /// and against the depth (4, 2×4, 4×4 on the RTL; 4×4×4 and 3×4×4×4 from the model).
 pub fn reduce_latency() -> Result<Vec<LatencyRow>, SwarmBenchError> {
+    reduce_latency_of(&[&[2], &[3], &[4], &[8], &[16], &[2, 4], &[4, 4]], &[&[4, 4, 4], &[3, 4, 4, 4]])
+}
+
+/// [`reduce_latency`] for chosen trees: `measured` on the RTL and the model, `modelled` on the
+/// model only (fan-outs, root first). Each measured shape is one Verilated model to build.
+pub fn reduce_latency_of(
+    measured: &[&[u32]],
+    modelled: &[&[u32]],
+) -> Result<Vec<LatencyRow>, SwarmBenchError> {
     let mut rows = Vec::new();
-    for n in [2u32, 3, 4, 8, 16] {
-        let shape = TreeShape::cascade(&[n]);
-        let (rtl, _) = rtl_latency(&shape)?;
-        rows.push(latency_row(&shape, Some(rtl)));
-    }
-    for fan in [&[2u32, 4][..], &[4, 4]] {
+    for fan in measured {
         let shape = TreeShape::cascade(fan);
         let (rtl, _) = rtl_latency(&shape)?;
         rows.push(latency_row(&shape, Some(rtl)));
     }
-    for fan in [&[4u32, 4, 4][..], &[3, 4, 4, 4]] {
+    for fan in modelled {
         rows.push(latency_row(&TreeShape::cascade(fan), None));
     }
     Ok(rows)
