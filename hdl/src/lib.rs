@@ -23,6 +23,7 @@ pub mod bench;
 mod dl;
 pub mod dut;
 pub mod link;
+pub mod mesh;
 pub mod optim;
 pub mod paths;
 pub mod sim;
