@@ -342,6 +342,22 @@ pub fn ping_summary(rtts: &[Duration], sent: usize) -> String {
     format!("{sent} pings, {} answered: min/avg/max = {}/{}/{} ms", rtts.len(), f(min), f(avg), f(max))
 }
 
+/// The board's per-channel state from its link v2 HELLO: `wsctl link hello`.
+pub fn link_channels(rows: &[(ws_common::link::Channel, ws_common::link::hello::ChannelState)]) -> String {
+    let mut out = format!(
+        "{:<12} {:>12} {:>14} {:>10} {:>12}\n",
+        "channel", "rx expected", "rx committed", "tx next", "credit"
+    );
+    for (ch, s) in rows {
+        let name = format!("{} {:?}", *ch as u8, ch).to_lowercase();
+        out.push_str(&format!(
+            "{:<12} {:>12} {:>14} {:>10} {:>12}\n",
+            name, s.rx_expected, s.rx_committed, s.tx_next, s.credit
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

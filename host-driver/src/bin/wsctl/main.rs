@@ -8,6 +8,7 @@ mod devices;
 mod flash;
 mod info;
 mod jtag_opts;
+mod link;
 mod log_echo;
 mod logs;
 mod peek;
@@ -65,6 +66,9 @@ enum Cmd {
     Resume(debug::Args),
     /// The core's registers over JTAG: GPRs, pc, dcsr, mstatus, mcause, mepc.
     Regs(debug::Args),
+    /// The board over link protocol v2: HELLO and the negotiated state, pings.
+    #[command(subcommand)]
+    Link(link::LinkCmd),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -88,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Halt(a) => debug::halt(&ctx, a),
         Cmd::Resume(a) => debug::resume(&ctx, a),
         Cmd::Regs(a) => debug::regs(&ctx, a),
+        Cmd::Link(c) => link::run(&ctx, c),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }
