@@ -3,7 +3,9 @@
 //!
 //! The engine is docs/link.md "Board side: the link engine"; its split into CRC, RX and TX
 //! blocks is "Engine internals" there, and the RX half is described in
-//! docs/link-engine-rx.md. The block tests are `hdl/tests/link_*.rs`.
+//! docs/link-engine-rx.md. The block tests are `hdl/tests/link_*.rs`; the engine top
+//! (`ws_link`, [`link_spec`]) is docs/link-engine.md and its end-to-end test against the
+//! host's endpoint `hdl/tests/link_e2e.rs`.
 
 use crate::dut::BlockSpec;
 
@@ -98,6 +100,92 @@ pub fn rx_spec(p: &RxParams) -> BlockSpec {
     for (k, v) in p.verilog_params() {
         spec = spec.param(k, v);
     }
+    spec
+}
+
+/// RTL of the TX half (`ws_link_tx` and its submodules), leaves first.
+pub const TX_FILES: &[&str] = &[
+    "hdl/rtl/ws_link_crc32c.v",
+    "hdl/rtl/ws_link_tx_gbn.v",
+    "hdl/rtl/ws_link_tx_fw.v",
+    "hdl/rtl/ws_link_tx.v",
+];
+
+/// RTL of the engine top (`ws_link`) beyond the two halves.
+pub const TOP_FILES: &[&str] = &["hdl/rtl/ws_link_dma_ram.v", "hdl/rtl/ws_link.v"];
+
+/// Lint waivers the top's build needs: the TX half's, and the top's own file (which holds
+/// the lint command).
+pub const TOP_LINT_FILES: &[&str] = &["hdl/lint/link_tx.vlt", "hdl/lint/link_top.vlt"];
+
+/// Parameters of `ws_link` (see the header of `hdl/rtl/ws_link.v`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LinkParams {
+    /// `FW_RX_DEPTH`: firmware RX FIFO words, a power of two >= 16.
+    pub fw_rx_depth: u32,
+    /// `FW_TX_WORDS`: firmware TX FIFO words, a power of two >= 512.
+    pub fw_tx_words: u32,
+    /// `HIST_WORDS`: RX history ring words; >= (largest frame + 64) / 4 for an exact rescan.
+    pub hist_words: u32,
+    /// `DMA_BYTES`: size of the DMA RAM shared by both halves, a power of two.
+    pub dma_bytes: u32,
+    /// `WINDOW`: go-back-N window in frames (TX slot table, RX ACK every `WINDOW / 2`).
+    pub window: u32,
+    /// `ACK_DELAY`: RX cycles from the first unacknowledged frame to its ACK request.
+    pub ack_delay: u32,
+    /// `REFRESH`: RX first credit-refresh interval in cycles.
+    pub refresh: u32,
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LinkParams {
+    /// The RTL's defaults.
+    pub const fn new() -> Self {
+        LinkParams {
+            fw_rx_depth: 512,
+            fw_tx_words: 512,
+            hist_words: 1024,
+            dma_bytes: 65_536,
+            window: 16,
+            ack_delay: 256,
+            refresh: 1024,
+        }
+    }
+
+    /// Word-address width of the DMA RAM (`DMA_AW` of the TX half).
+    pub const fn dma_aw(&self) -> u32 {
+        self.dma_bytes.trailing_zeros() - 2
+    }
+
+    /// The `-G` parameters, in the RTL's order.
+    pub fn verilog_params(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("FW_RX_DEPTH", self.fw_rx_depth.to_string()),
+            ("FW_TX_WORDS", self.fw_tx_words.to_string()),
+            ("HIST_WORDS", self.hist_words.to_string()),
+            ("DMA_BYTES", self.dma_bytes.to_string()),
+            ("WINDOW", self.window.to_string()),
+            ("ACK_DELAY", self.ack_delay.to_string()),
+            ("REFRESH", self.refresh.to_string()),
+        ]
+    }
+}
+
+/// `ws_link`, the engine top, as the top module.
+pub fn link_spec(p: &LinkParams) -> BlockSpec {
+    let mut files: Vec<&str> = RX_FILES.to_vec();
+    files.extend(TX_FILES.iter().filter(|f| !RX_FILES.contains(f)));
+    files.extend(TOP_FILES);
+    let mut spec = BlockSpec::new("ws_link").files(files);
+    for (k, v) in p.verilog_params() {
+        spec = spec.param(k, v);
+    }
+    spec.vlt_files.extend(TOP_LINT_FILES.iter().map(Into::into));
     spec
 }
 
