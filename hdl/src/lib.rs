@@ -24,6 +24,7 @@ mod dl;
 pub mod dut;
 pub mod link;
 pub mod mesh;
+pub mod mesh_pe;
 pub mod optim;
 pub mod paths;
 pub mod sim;
