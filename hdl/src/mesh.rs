@@ -1027,25 +1027,7 @@ impl Mesh {
     }
 }
 
-/// Testbench agents for `ws_mesh_router` and `ws_mesh_fabric`.
-///
-/// Their ports are flat buses (`s_local_valid[R*COLORS-1:0]`, `m_link_data[4*W-1:0]`, ...), so
-/// the agents work on lanes of them: [`Pins`] keeps a shadow of every port an agent uses,
-/// [`Pins::sample`] reads the outputs once per cycle and [`Pins::drive`] writes the inputs.
-/// Neither block has a combinational path from an input to an output (every output is a
-/// register), so a cycle is: sample, let every agent decide, drive, tick.
-///
-/// - [`LocalSource`] / [`LocalSink`]: a per-color valid/ready stream of the local port, with a
-///   random valid / ready [`Pattern`]; the sink checks that a stalled flit stays put.
-/// - [`LinkTx`]: an upstream router. It sends flits of any color only with a credit, starting
-///   with BUF_DEPTH per color, and takes back the credits the DUT returns after a random delay.
-/// - [`LinkRx`]: a downstream router. It buffers what arrives per color, fails if a buffer
-///   would overflow (a flit sent without credit), drains at a random rate, and returns one
-///   credit per drained flit after a random delay.
-/// - [`Tagger`] writes (source, sequence number) into each flit's `user` bits;
-///   [`SinkCheck`] checks what a sink receives against the flow model ([`super::Mesh::deliver`]):
-///   nothing lost, nothing duplicated, every source in order, packets whole, and the exact order
-///   where the model fixes it.
+/// Testbench agents for the router and fabric (see the module docs of `tb`).
 pub mod tb;
 
 #[cfg(test)]

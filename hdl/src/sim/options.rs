@@ -90,7 +90,7 @@ pub struct SimOptions {
     #[arg(long, value_name = "HZ", default_value_t = DEFAULT_IDLE_HZ, value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_hz: u64,
 
-    /// Fault injection on the link port (repeatable): DIR:KIND:WHEN[:ch=LIST][:delay=CYCLES],
+    /// Fault injection on the link port (repeatable): `DIR:KIND:WHEN[:ch=LIST][:delay=CYCLES]`,
     /// e.g. `both:flip:rate=0.01`, `h2b:drop:every=100:ch=2,3`, `b2h:delay:rate=0.001:delay=50000`
     /// (docs/link.md "Fault injection"). Needs link protocol v2 on both ends.
     #[arg(long, value_name = "RULE", value_parser = parse_fault)]
