@@ -1027,7 +1027,6 @@ impl Mesh {
     }
 }
 
-/// Testbench agents for the router and fabric (see the module docs of `tb`).
 pub mod tb;
 
 #[cfg(test)]
