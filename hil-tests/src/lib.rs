@@ -17,7 +17,9 @@
 //! On the simulated board every scenario gets its own simulator on ephemeral loopback ports
 //! (so scenarios run in parallel), running the firmware ELF named by `WS_FIRMWARE_ELF`
 //! (default `target/riscv32imc-unknown-none-elf/release/ws-firmware`), and the simulator is
-//! ended when the rig is dropped, even when the scenario fails.
+//! ended when the rig is dropped, even when the scenario fails. On a real board the rig opens
+//! the transport its `[link]` names (USB, PCIe, serial; the board already runs the firmware
+//! under test) and skips scenarios that need the simulator's log port, control port or loader.
 #![warn(missing_docs)]
 
 use std::net::SocketAddr;
@@ -107,14 +109,19 @@ impl Rig {
             return skip(scenario, "it measures simulated cycles, which only the simulator reports");
         }
         if board.kind != BoardKind::Sim {
-            // Real boards reach the host through the link transports of the link issue; until
-            // a transport for this board's link exists there is nothing to run against.
-            let why = format!(
-                "board `{}` has a `{}` link, for which the host driver has no transport yet",
-                board.name,
-                board.link.kind()
-            );
-            return skip(scenario, &why);
+            // A real board: its `[link]` transport (USB, PCIe, serial), already flashed with
+            // the firmware under test. Its log UART is not wired to the host here.
+            if needs.defmt_log {
+                return skip(scenario, "it reads the defmt log, which only the simulator serves to the host");
+            }
+            if boot == Boot::Loader {
+                return skip(scenario, "it needs the boot ROM's loader, which a flashed board does not run");
+            }
+            let transport = host_driver::transport::open_transport(&board)
+                .unwrap_or_else(|e| panic!("{scenario}: opening board `{}`'s link: {e}", board.name));
+            let mut client = Client::new(transport);
+            wait_for_boot(scenario, &mut client);
+            return Some(Rig { client, board, elf: firmware_elf(), log_addr: None, sim: None });
         }
         let elf = firmware_elf();
         if !elf.exists() {
