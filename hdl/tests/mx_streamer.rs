@@ -1,0 +1,714 @@
+//! MemoryX's weight store and streamer (`ws_mx_sim_top`: `ws_mx_streamer` around the
+//! optimizer lanes, with the simulation store `ws_mx_mem_model` behind its AXI4 port),
+//! against the golden model `ws_common::golden::optim`, bit for bit.
+//!
+//! - `updates_lanes1`, `updates_lanes2`, `updates_lanes4`: layers of SGD, SGD with Nesterov
+//!   momentum, Adam (bf16 weight flits) and AdamW with amsgrad, chunk sizes that do not divide
+//!   the lengths, several steps with random gradients, forward streams of every layer before
+//!   each step's gradients; random valid/ready on every stream and random store stalls. Every
+//!   weight-out flit and, after each step, every w, m, v, vmax is checked; at the end the
+//!   whole store (gaps and padding included) must match the model, and the trace records'
+//!   timestamps are ordered.
+//! - `bad_input_lanes1`: every refusal of the layer table (overlap, past the store, length
+//!   zero and too large, bad chunk, unknown optimizer and dtype, misaligned, bad slot,
+//!   writes to an enabled layer) and every dropped gradient (no such layer, disabled layer,
+//!   chunk past the end, wrong step, wrong kind, index not 0, framing), each with its error
+//!   code, while other layers keep updating; the store must be unchanged outside them.
+//! - `figures_lanes1`, `figures_lanes2`, `figures_lanes4`: the bench rows, printed (run with
+//!   `-- --nocapture`): cycles per parameter per lane at steady state (asserted ≤ 1.05: a
+//!   cycle count), the achieved parameter rate against the store's bandwidth bound, and the
+//!   latency from a chunk's gradient to its first weight out; plus the latency-hiding overlap
+//!   (a chunk's first weight leaves before the next chunk's update is done, and before its
+//!   own is).
+
+use rand::rngs::StdRng;
+use rand::RngExt;
+use ws_common::golden::optim::{step_consts, Hyper, Kind};
+use ws_hdl::dut::{run_test, Dut, Pattern};
+use ws_hdl::mx::{cnt, err, opt_code, reg, sim_spec, LayerDesc, Mx, MxParams, Stall, Store, TraceRec};
+use ws_hdl::optim::{random_hyper, random_param};
+
+/// A layer of a scenario: its table entry, hyperparameters and the two constant slots it
+/// alternates between (firmware's double buffering).
+#[derive(Debug, Clone)]
+struct LayerRun {
+    index: u32,
+    desc: LayerDesc,
+    hyper: Hyper,
+    slots: [u32; 2],
+}
+
+/// Lays out `specs` (length, chunk, hyperparameters, bf16) one after the other with random
+/// beat-aligned gaps, each array of a layer in its own region.
+fn layout(p: &MxParams, specs: &[(u32, u32, Hyper, bool)], rng: &mut StdRng) -> Vec<LayerRun> {
+    let bb = p.beat_bytes();
+    let mut at = bb * rng.random_range(1..64u32);
+    let mut out = Vec::new();
+    for (i, &(len, chunk, hyper, bf16)) in specs.iter().enumerate() {
+        let opt = opt_code(&hyper);
+        let span = len.div_ceil(p.beat_words()) * bb;
+        let mut bases = [0u32; 4];
+        for (k, b) in bases.iter_mut().enumerate() {
+            if ws_hdl::mx::Opt::of(&hyper).arrays() & (1 << k) != 0 {
+                *b = at;
+                at += span + bb * rng.random_range(0..8u32);
+            }
+        }
+        let desc = LayerDesc { bases, len, chunk, opt, dtype: bf16 as u32 };
+        // Two slots per layer (8 slots: layers 4 apart share theirs, never at the same time).
+        let s = (2 * i as u32) % 8;
+        out.push(LayerRun { index: i as u32, desc, hyper, slots: [s, s + 1] });
+    }
+    assert!(at <= p.mem_bytes, "layout does not fit the store");
+    out
+}
+
+/// Fills every layer's arrays in `store` with random parameters (SwarmX's operand mix 1 in
+/// 8: edge values, NaN, inf, subnormals).
+fn init_layers(store: &mut Store, layers: &[LayerRun], rng: &mut StdRng) {
+    for l in layers {
+        for i in 0..l.desc.len {
+            let (p, _) = random_param(rng);
+            for (k, x) in [p.w, p.m, p.v, p.vmax].into_iter().enumerate() {
+                if l.desc.arrays() & (1 << k) != 0 {
+                    store.words[(l.desc.bases[k] / 4 + i) as usize] = x;
+                }
+            }
+        }
+    }
+}
+
+/// Resets the block, loads the store, writes and enables every layer, turns tracing on.
+fn setup(mx: &mut Mx<'_>, store: &Store, layers: &[LayerRun]) {
+    assert_eq!(mx.read(reg::ID), reg::ID_WORD);
+    let config = mx.read(reg::CONFIG);
+    assert_eq!(config & 0xff, mx.p.lanes);
+    assert_eq!((config >> 8) & 0xff, mx.p.beat_words());
+    mx.load_store(&store.words);
+    for l in layers {
+        mx.write_layer(l.index, &l.desc);
+        mx.set_step(l.index, 1, l.slots[1]);
+        let refused = mx.command(reg::OP_ENABLE, l.index);
+        assert_eq!(refused, 0, "layer {} refused: {refused:#x}", l.index);
+    }
+    mx.write(reg::CTRL, 1);
+}
+
+/// A learning rate for step `t` of a layer: moderate, so the weights stay finite over the
+/// steps (the lanes' tests cover extreme rates).
+fn lr(rng: &mut StdRng) -> f64 {
+    10f64.powf(rng.random_range(-4.0..-1.0))
+}
+
+/// One training step `t` of every layer: constants into the layer's other slot, STEP, a
+/// forward STREAM of each layer (checked against the store before the update), then every
+/// chunk's gradients (layers last to first, chunks in random order when `shuffle`), every
+/// updated chunk expected on m_wout with step t + 1. Waits until everything retired and
+/// checks each layer's DONE count and arrays.
+fn train_step(
+    mx: &mut Mx<'_>,
+    store: &mut Store,
+    layers: &[LayerRun],
+    t: u16,
+    rng: &mut StdRng,
+    shuffle: bool,
+) {
+    let mut consts = Vec::new();
+    for l in layers {
+        let c = step_consts(&l.hyper, u32::from(t), lr(rng), rng.random_range(1..8), rng.random_range(1..32));
+        let slot = l.slots[usize::from(t) % 2];
+        mx.write_slot(slot, &c);
+        mx.set_step(l.index, t, slot);
+        consts.push(c);
+    }
+    for l in layers {
+        for c in 0..l.desc.chunks() {
+            let w = store.weights(&l.desc, c);
+            mx.expect_weights(l.index as u16, t, c as u16, &w, l.desc.dtype == 1);
+        }
+        let refused = mx.command(reg::OP_STREAM, l.index);
+        assert_eq!(refused, 0);
+    }
+    for (l, c) in layers.iter().zip(&consts).rev() {
+        let mut order: Vec<u32> = (0..l.desc.chunks()).collect();
+        if shuffle {
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.random_range(0..=i));
+            }
+        }
+        for chunk in order {
+            let g: Vec<u32> = (0..l.desc.chunk_len(chunk)).map(|_| random_param(rng).1).collect();
+            let w = store.update_chunk(&l.desc, chunk, c, &g);
+            mx.push_gradients(l.index as u16, t, chunk as u16, &g);
+            mx.expect_weights(l.index as u16, t.wrapping_add(1), chunk as u16, &w, l.desc.dtype == 1);
+        }
+    }
+    let limit = 400_000 + 200 * (mx.grad_pending() as u64);
+    mx.run_until("training step", limit, |mx| mx.grad_pending() == 0 && mx.expected_chunks() == 0);
+    let mut polls = 0;
+    while mx.read(reg::STATUS) & 2 != 0 {
+        polls += 1;
+        assert!(polls < 100_000, "chunks never retired");
+    }
+    for l in layers {
+        let done = mx.read(reg::layer(l.index) + reg::DONE);
+        assert_eq!(done, l.desc.chunks(), "layer {} DONE after step {t}", l.index);
+        check_layer(mx, store, l, &format!("after step {t}"));
+    }
+}
+
+/// Reads every array of layer `l` through the backdoor and compares it with the model.
+fn check_layer(mx: &mut Mx<'_>, store: &Store, l: &LayerRun, when: &str) {
+    for k in 0..4 {
+        if l.desc.arrays() & (1 << k) == 0 {
+            continue;
+        }
+        let base = (l.desc.bases[k] / 4) as usize;
+        let got = mx.read_store(base, l.desc.len as usize);
+        let want = &store.words[base..base + l.desc.len as usize];
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "layer {} array {} param {i} {when}: store holds {:#010x}, model {:#010x}",
+                l.index,
+                ["w", "m", "v", "vmax"][k],
+                got[i],
+                want[i]
+            );
+        }
+    }
+}
+
+/// The whole store against the model: gaps, padding and other layers untouched.
+fn check_store(mx: &mut Mx<'_>, store: &Store) {
+    let got = mx.read_store(0, store.words.len());
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != store.words[i]) {
+        panic!("store word {i} (byte {:#x}): {:#010x}, model {:#010x}", 4 * i, got[i], store.words[i]);
+    }
+}
+
+/// Timestamp order of every record: gradient in ≤ update done ≤ last weight out, first
+/// weight out ≤ last, update done ≤ commit; and, where a chunk has more beats than the
+/// weight-out buffer can hide, the latency-hiding overlaps: its first weight leaves before
+/// its own update is done and before the next chunk's update is done.
+fn check_trace(trace: &[TraceRec], lanes: u32, bf16_layers: &[u16]) {
+    for r in trace {
+        assert!(r.t_in() <= r.t_done() && r.t_done() <= r.t_wlast(), "{r:x?}");
+        assert!(r.t_wfirst() <= r.t_wlast(), "{r:x?}");
+        if r.kind() == 1 {
+            assert!(r.t_done() <= r.t_commit(), "{r:x?}");
+        }
+    }
+    let beats = |r: &TraceRec| {
+        let per = if bf16_layers.contains(&r.layer()) { 2 * lanes } else { lanes };
+        r.n().div_ceil(per)
+    };
+    for pair in trace.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.kind() == 1 && b.kind() == 1 && beats(b) > 12 {
+            assert!(a.t_wfirst() < b.t_done(), "no overlap between chunks: {a:x?} then {b:x?}");
+        }
+        if a.kind() == 1 && beats(a) > 12 {
+            assert!(a.t_wfirst() < a.t_done(), "weights of a chunk left only after its update: {a:x?}");
+        }
+    }
+}
+
+/// The four layers of the update scenarios.
+fn scenario_layers(p: &MxParams, rng: &mut StdRng) -> Vec<LayerRun> {
+    let scale = p.lanes;
+    let k = p.beat_words();
+    let sgd = Hyper { momentum: 0.0, ..random_hyper(rng, Kind::Sgd) };
+    let nesterov = Hyper { momentum: 0.9, dampening: 0.0, nesterov: true, ..random_hyper(rng, Kind::Sgd) };
+    let adam = Hyper { amsgrad: false, ..random_hyper(rng, Kind::Adam) };
+    let adamw = Hyper { amsgrad: true, ..random_hyper(rng, Kind::AdamW) };
+    let specs = [
+        (777 * scale, 3 * k, sgd, false),
+        (1000 * scale, 4 * k, nesterov, false),
+        (1203 * scale, 5 * k, adam, true),
+        (555 * scale, 2 * k, adamw, false),
+    ];
+    layout(p, &specs, rng)
+}
+
+fn updates(lanes: u32, seed: u64) {
+    let p = MxParams::new(lanes);
+    let spec = sim_spec(&p).expect("FPnew sources (run `cargo xtask setup`)");
+    run_test(&format!("mx_updates_lanes{lanes}"), &spec, seed, |dut: &mut Dut| {
+        let mut rng = dut.rng(1);
+        let mut mx = Mx::new(dut, p);
+        let layers = scenario_layers(&p, &mut rng);
+        let mut store = Store::random(p.mem_bytes, &mut rng);
+        init_layers(&mut store, &layers, &mut rng);
+        setup(&mut mx, &store, &layers);
+        let steps = 3u16;
+        for t in 1..=steps {
+            let stall =
+                if t == 2 { Stall::Random(Pattern::Mixed) } else { Stall::Random(Pattern::Random(0.25)) };
+            mx.patterns(Pattern::Mixed, Pattern::Mixed, Pattern::Mixed, stall);
+            train_step(&mut mx, &mut store, &layers, t, &mut rng, t != 1);
+        }
+        check_store(&mut mx, &store);
+        let chunks: u32 = layers.iter().map(|l| l.desc.chunks()).sum();
+        let params: u32 = layers.iter().map(|l| l.desc.len).sum();
+        assert_eq!(mx.counter(cnt::CHUNKS_UPDATED), chunks * u32::from(steps));
+        assert_eq!(mx.counter(cnt::PARAMS_UPDATED), params * u32::from(steps));
+        assert_eq!(mx.counter(cnt::CHUNKS_STREAMED), chunks * u32::from(steps));
+        assert_eq!(mx.counter(cnt::PARAMS_STREAMED), params * u32::from(steps));
+        for c in [cnt::DROPPED_CHUNKS, cnt::DROPPED_FLITS, cnt::FRAMING_ERRORS, cnt::BUS_ERRORS] {
+            assert_eq!(mx.counter(c), 0, "counter {c}");
+        }
+        assert_eq!(mx.read(reg::ERR_COUNT), 0);
+        assert_eq!(mx.trace.len() as u32, 2 * chunks * u32::from(steps));
+        let bf16: Vec<u16> = layers.iter().filter(|l| l.desc.dtype == 1).map(|l| l.index as u16).collect();
+        check_trace(&mx.trace, lanes, &bf16);
+        eprintln!(
+            "mx_updates_lanes{lanes}: {} chunks out, {} gradient beats, {} cycles",
+            mx.chunks_out,
+            mx.beats_in,
+            mx.cycle()
+        );
+    });
+}
+
+#[test]
+fn updates_lanes1() {
+    updates(1, 51);
+}
+
+#[test]
+fn updates_lanes2() {
+    updates(2, 52);
+}
+
+#[test]
+fn updates_lanes4() {
+    updates(4, 54);
+}
+
+/// Writes `desc` into layer `l`, tries to enable it and returns the refusal code; checks
+/// that a refused layer stays disabled and that ERR names the code and the layer.
+fn try_enable(mx: &mut Mx<'_>, l: u32, desc: &LayerDesc) -> u8 {
+    mx.write_layer(l, desc);
+    let code = mx.command(reg::OP_ENABLE, l);
+    let status = mx.read(reg::layer(l) + reg::L_STATUS);
+    if code != 0 {
+        assert_eq!(status & 1, 0, "refused layer {l} is enabled");
+        let e = mx.read(reg::ERR);
+        assert_eq!((e & 0xff) as u8, code, "ERR after refusing layer {l}");
+        assert_eq!((e >> 8) & 0xfff, l, "ERR layer");
+        mx.write(reg::ERR, 0);
+    } else {
+        assert_eq!(status & 1, 1);
+    }
+    code
+}
+
+/// Sends one gradient chunk that must be dropped with `code`, then checks ERR, the drop
+/// counters and that nothing came out.
+fn expect_drop(mx: &mut Mx<'_>, beats: Vec<ws_hdl::mx::Beat>, code: u8, drops: &mut (u32, u32)) {
+    let flits: u32 = beats.iter().map(|b| b.keep.count_ones()).sum();
+    mx.push_beats(beats);
+    mx.run_until("a dropped chunk", 100_000, |mx| mx.grad_pending() == 0);
+    for _ in 0..50 {
+        mx.step();
+    }
+    assert_eq!(mx.take_err(), code, "error code of a dropped chunk");
+    drops.0 += 1;
+    drops.1 += flits;
+    assert_eq!(mx.counter(cnt::DROPPED_CHUNKS), drops.0);
+    assert_eq!(mx.counter(cnt::DROPPED_FLITS), drops.1);
+    assert_eq!(mx.expected_chunks(), 0);
+}
+
+/// Sends chunk `c` of layer `l` (good), expects its update, and waits for it.
+fn good_chunk(
+    mx: &mut Mx<'_>,
+    store: &mut Store,
+    l: &LayerRun,
+    c: u32,
+    consts: &ws_common::golden::optim::Consts,
+    rng: &mut StdRng,
+) {
+    let g: Vec<u32> = (0..l.desc.chunk_len(c)).map(|_| random_param(rng).1).collect();
+    let w = store.update_chunk(&l.desc, c, consts, &g);
+    mx.push_gradients(l.index as u16, 1, c as u16, &g);
+    mx.expect_weights(l.index as u16, 2, c as u16, &w, l.desc.dtype == 1);
+    mx.run_until("a good chunk", 200_000, |mx| mx.grad_pending() == 0 && mx.expected_chunks() == 0);
+}
+
+#[test]
+fn bad_input_lanes1() {
+    let p = MxParams::new(1);
+    let spec = sim_spec(&p).expect("FPnew sources (run `cargo xtask setup`)");
+    run_test("mx_bad_input_lanes1", &spec, 61, |dut: &mut Dut| {
+        let mut rng = dut.rng(2);
+        let mut mx = Mx::new(dut, p);
+        let k = p.beat_words();
+        let bb = p.beat_bytes();
+        let adam = Hyper { amsgrad: false, ..random_hyper(&mut rng, Kind::Adam) };
+        let sgd = Hyper { momentum: 0.5, nesterov: false, ..random_hyper(&mut rng, Kind::Sgd) };
+        let layers = layout(&p, &[(900, 6 * k, adam, false), (500, 4 * k, sgd, true)], &mut rng);
+        let mut store = Store::random(p.mem_bytes, &mut rng);
+        init_layers(&mut store, &layers, &mut rng);
+        setup(&mut mx, &store, &layers);
+        mx.patterns(Pattern::Mixed, Pattern::Mixed, Pattern::Mixed, Stall::Random(Pattern::Random(0.2)));
+        let consts: Vec<_> = layers.iter().map(|l| step_consts(&l.hyper, 1, 1e-2, 2, 8)).collect();
+        for (l, c) in layers.iter().zip(&consts) {
+            mx.write_slot(l.slots[1], c);
+        }
+        let (a, b) = (&layers[0], &layers[1]);
+        let table_before: Vec<u32> = (0..2)
+            .flat_map(|l| [0, 1, 2, 3, 4, 5, 6, 7, 9].map(move |f| (l, f)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(l, f)| mx.read(reg::layer(l) + 4 * f))
+            .collect();
+
+        // ---- the layer table refuses bad entries; layer 2 stays disabled ----
+        let free = (p.mem_bytes / 2) & !(bb - 1); // well past the two layers
+        let good = LayerDesc {
+            bases: [free, free + 0x4000, free + 0x8000, 0],
+            len: 1000,
+            chunk: 4 * k,
+            opt: 2,
+            dtype: 0,
+        };
+        let cases: Vec<(LayerDesc, u8, &str)> = vec![
+            (
+                LayerDesc { bases: [a.desc.bases[2] + bb, free + 0x4000, free + 0x8000, 0], ..good },
+                err::OVERLAP,
+                "w inside another layer's v",
+            ),
+            (
+                LayerDesc { bases: [free, free + 0x4000, b.desc.bases[0] - bb, 0], ..good },
+                err::OVERLAP,
+                "v running into another layer's w",
+            ),
+            (
+                LayerDesc { bases: [free, free + 0x400, free + 0x8000, 0], ..good },
+                err::SELF_OVERLAP,
+                "w and m overlap",
+            ),
+            (
+                LayerDesc { bases: [p.mem_bytes - 2 * bb, free + 0x4000, free + 0x8000, 0], ..good },
+                err::PAST_STORE,
+                "w past the store",
+            ),
+            (LayerDesc { len: 0, ..good }, err::LEN_ZERO, "length 0"),
+            (LayerDesc { len: p.mem_bytes / 4 + 1, ..good }, err::LEN_TOO_LARGE, "longer than the store"),
+            (
+                LayerDesc { len: 65536 * k + 1, chunk: k, bases: [0, 0, 0, 0], opt: 0, dtype: 0 },
+                err::LEN_TOO_LARGE,
+                "more than 2^16 chunks",
+            ),
+            (LayerDesc { chunk: 0, ..good }, err::BAD_CHUNK, "chunk 0"),
+            (LayerDesc { chunk: k + 1, ..good }, err::BAD_CHUNK, "chunk not a multiple of the beat"),
+            (LayerDesc { opt: 6, ..good }, err::BAD_OPT, "optimizer 6"),
+            (LayerDesc { opt: 15, ..good }, err::BAD_OPT, "optimizer 15"),
+            (LayerDesc { dtype: 2, ..good }, err::BAD_DTYPE, "dtype 2"),
+            (
+                LayerDesc { bases: [free + 4, free + 0x4000, free + 0x8000, 0], ..good },
+                err::MISALIGNED,
+                "w not on a beat",
+            ),
+        ];
+        for (desc, code, what) in &cases {
+            assert_eq!(try_enable(&mut mx, 2, desc), *code, "{what}");
+        }
+        // Commands and writes that are refused.
+        assert_eq!(try_enable(&mut mx, 2, &LayerDesc { ..good }), 0, "a good entry is accepted");
+        assert_eq!(mx.command(reg::OP_DISABLE, 2), 0);
+        mx.write(reg::layer(2) + reg::STEP, 9 << 16);
+        assert_eq!(mx.take_err(), err::BAD_SLOT, "slot 9 of 8");
+        assert_eq!(mx.read(reg::layer(2) + reg::STEP) >> 16, 0, "a refused STEP write changes nothing");
+        mx.write(reg::layer(0) + reg::LEN, 5);
+        assert_eq!(mx.take_err(), err::LAYER_ENABLED, "a write to an enabled layer");
+        mx.write(reg::CMD, reg::OP_STREAM | (2 << 4));
+        mx.wait_cmd();
+        assert_eq!(mx.take_err(), err::NOT_ENABLED);
+        mx.write(reg::CMD, reg::OP_ENABLE | (20 << 4));
+        mx.wait_cmd();
+        assert_eq!(mx.take_err(), err::BAD_LAYER);
+        mx.write(reg::CMD, 7);
+        mx.wait_cmd();
+        assert_eq!(mx.take_err(), err::BAD_CMD);
+        let table_after: Vec<u32> = (0..2)
+            .flat_map(|l| [0, 1, 2, 3, 4, 5, 6, 7, 9].map(move |f| (l, f)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(l, f)| mx.read(reg::layer(l) + 4 * f))
+            .collect();
+        assert_eq!(table_before, table_after, "the enabled layers' entries changed");
+
+        // ---- gradients that are dropped, each between good chunks ----
+        let mut junk = dut_rng(&mut rng);
+        let mut drops = (0u32, 0u32);
+        let grads = |n: u32, rng: &mut StdRng| -> Vec<u32> { (0..n).map(|_| random_param(rng).1).collect() };
+        let beats = |layer: u16, step: u16, chunk: u16, n: u32, rng: &mut StdRng, junk: &mut StdRng| {
+            ws_hdl::mx::gradient_beats(1, layer, step, chunk, &grads(n, rng), junk)
+        };
+        good_chunk(&mut mx, &mut store, a, 0, &consts[0], &mut rng);
+        expect_drop(&mut mx, beats(20, 1, 0, 30, &mut rng, &mut junk), err::GRAD_NO_LAYER, &mut drops);
+        expect_drop(&mut mx, beats(2, 1, 0, 30, &mut rng, &mut junk), err::GRAD_DISABLED, &mut drops);
+        expect_drop(&mut mx, beats(7, 1, 0, 5, &mut rng, &mut junk), err::GRAD_DISABLED, &mut drops);
+        good_chunk(&mut mx, &mut store, b, 1, &consts[1], &mut rng);
+        expect_drop(
+            &mut mx,
+            beats(0, 1, a.desc.chunks() as u16, 20, &mut rng, &mut junk),
+            err::GRAD_CHUNK,
+            &mut drops,
+        );
+        expect_drop(&mut mx, beats(0, 2, 1, 48, &mut rng, &mut junk), err::GRAD_STEP, &mut drops);
+        let mut wrong_kind = beats(0, 1, 1, 48, &mut rng, &mut junk);
+        for bt in &mut wrong_kind {
+            bt.user = (bt.user & !0xf) | ws_common::flit::Kind::Weight as u64;
+        }
+        expect_drop(&mut mx, wrong_kind, err::GRAD_KIND, &mut drops);
+        let mut mid = beats(0, 1, 1, 48, &mut rng, &mut junk);
+        mid.drain(..3);
+        expect_drop(&mut mx, mid, err::GRAD_INDEX, &mut drops);
+        good_chunk(&mut mx, &mut store, a, 1, &consts[0], &mut rng);
+        // A disabled layer drops its gradients; enabled again (validated again), it updates.
+        assert_eq!(mx.command(reg::OP_DISABLE, 1), 0);
+        expect_drop(&mut mx, beats(1, 1, 2, 32, &mut rng, &mut junk), err::GRAD_DISABLED, &mut drops);
+        assert_eq!(mx.command(reg::OP_ENABLE, 1), 0);
+        good_chunk(&mut mx, &mut store, b, 2, &consts[1], &mut rng);
+
+        // ---- framing errors: counted, and no write leaves the chunk ----
+        // A wrong index inside a chunk: the data is used as sent.
+        let c = 2;
+        let g = grads(a.desc.chunk_len(c), &mut rng);
+        let mut bts = ws_hdl::mx::gradient_beats(1, 0, 1, c as u16, &g, &mut junk);
+        bts[5].user ^= 1 << 50;
+        let w = store.update_chunk(&a.desc, c, &consts[0], &g);
+        mx.expect_weights(0, 2, c as u16, &w, false);
+        mx.push_beats(bts);
+        mx.run_until("a chunk with a bad index", 200_000, |mx| {
+            mx.grad_pending() == 0 && mx.expected_chunks() == 0
+        });
+        assert_eq!(mx.take_err(), err::GRAD_FRAMING);
+        // An early `last`: the rest of the chunk is not written; its weight flits are the
+        // lanes' results for a zero gradient, so the stream downstream stays framed.
+        let c = 3;
+        let n = a.desc.chunk_len(c) as usize;
+        let g = grads(n as u32, &mut rng);
+        let mut bts = ws_hdl::mx::gradient_beats(1, 0, 1, c as u16, &g[..20], &mut junk);
+        bts.last_mut().unwrap().last = true;
+        let mut w = store.update_chunk(&a.desc, c, &consts[0], &g[..20]);
+        let mut tail = store.clone();
+        let zeros = vec![0u32; n];
+        let all = tail.update_chunk(&a.desc, c, &consts[0], &zeros);
+        w.extend_from_slice(&all[20..]);
+        mx.expect_weights(0, 2, c as u16, &w, false);
+        mx.push_beats(bts);
+        mx.run_until("a chunk cut short", 200_000, |mx| mx.grad_pending() == 0 && mx.expected_chunks() == 0);
+        assert_eq!(mx.take_err(), err::GRAD_FRAMING);
+        // No `last` where the chunk ends: the extra beats are dropped up to the next `last`.
+        let c = 4;
+        let g = grads(a.desc.chunk_len(c), &mut rng);
+        let mut bts = ws_hdl::mx::gradient_beats(1, 0, 1, c as u16, &g, &mut junk);
+        bts.last_mut().unwrap().last = false;
+        let extra = ws_hdl::mx::gradient_beats(1, 0, 1, c as u16, &grads(3, &mut rng), &mut junk);
+        let w = store.update_chunk(&a.desc, c, &consts[0], &g);
+        mx.expect_weights(0, 2, c as u16, &w, false);
+        mx.push_beats(bts);
+        mx.push_beats(extra);
+        mx.run_until("a chunk without last", 200_000, |mx| {
+            mx.grad_pending() == 0 && mx.expected_chunks() == 0
+        });
+        assert_eq!(mx.take_err(), err::GRAD_FRAMING);
+        drops.1 += 3;
+        assert_eq!(mx.counter(cnt::DROPPED_FLITS), drops.1);
+        assert!(mx.counter(cnt::FRAMING_ERRORS) >= 3);
+        good_chunk(&mut mx, &mut store, a, 5, &consts[0], &mut rng);
+
+        let mut polls = 0;
+        while mx.read(reg::STATUS) & 2 != 0 {
+            polls += 1;
+            assert!(polls < 100_000);
+        }
+        // Every bit of the store: the two layers as the model says, everything else as loaded.
+        check_store(&mut mx, &store);
+        assert_eq!(mx.counter(cnt::BUS_ERRORS), 0);
+    });
+}
+
+fn dut_rng(rng: &mut StdRng) -> StdRng {
+    ws_hdl::dut::rng(rng.random::<u64>(), 7)
+}
+
+/// Steady-state figures of one update run, from the trace records of its chunks (in order).
+struct Rate {
+    /// Parameters per cycle between the first and the last chunk's last weight out.
+    params_per_cycle: f64,
+    /// Cycles per parameter per lane at that rate.
+    cpp_lane: f64,
+}
+
+fn rate(recs: &[TraceRec], lanes: u32) -> Rate {
+    let (first, last) = (recs.first().unwrap(), recs.last().unwrap());
+    let params: u32 = recs[1..].iter().map(TraceRec::n).sum();
+    let cycles = f64::from(last.t_wlast() - first.t_wlast());
+    let ppc = f64::from(params) / cycles;
+    Rate { params_per_cycle: ppc, cpp_lane: f64::from(lanes) / ppc }
+}
+
+/// Parameters per cycle through the store over the whole step: from the first gradient in
+/// (before any of the step's traffic) to the last write acknowledged (after all of it), so
+/// the figure can only understate the rate.
+fn store_rate(recs: &[TraceRec]) -> f64 {
+    let (first, last) = (recs.first().unwrap(), recs.last().unwrap());
+    let params: u32 = recs.iter().map(TraceRec::n).sum();
+    f64::from(params) / f64::from(last.t_commit() - first.t_in())
+}
+
+/// Runs one step of `l` (all chunks, in order) at step `t` and returns its trace records.
+fn measured_step(
+    mx: &mut Mx<'_>,
+    store: &mut Store,
+    l: &LayerRun,
+    t: u16,
+    rng: &mut StdRng,
+) -> Vec<TraceRec> {
+    let c = step_consts(&l.hyper, u32::from(t), 1e-3, 1, 1);
+    let slot = l.slots[usize::from(t) % 2];
+    mx.write_slot(slot, &c);
+    mx.set_step(l.index, t, slot);
+    let before = mx.trace.len();
+    for chunk in 0..l.desc.chunks() {
+        let g: Vec<u32> = (0..l.desc.chunk_len(chunk)).map(|_| random_param(rng).1).collect();
+        let w = store.update_chunk(&l.desc, chunk, &c, &g);
+        mx.push_gradients(l.index as u16, t, chunk as u16, &g);
+        mx.expect_weights(l.index as u16, t + 1, chunk as u16, &w, l.desc.dtype == 1);
+    }
+    let want = before + l.desc.chunks() as usize;
+    mx.run_until("a measured step", 2_000_000, |mx| mx.trace.len() >= want);
+    assert_eq!(mx.expected_chunks(), 0);
+    mx.trace[before..].to_vec()
+}
+
+fn figures(lanes: u32, seed: u64) {
+    let p = MxParams::new(lanes);
+    let spec = sim_spec(&p).expect("FPnew sources (run `cargo xtask setup`)");
+    run_test(&format!("mx_figures_lanes{lanes}"), &spec, seed, |dut: &mut Dut| {
+        let mut rng = dut.rng(3);
+        let mut mx = Mx::new(dut, p);
+        let k = p.beat_words();
+        let n = 8192 * lanes;
+        let adam = Hyper { weight_decay: 0.0, ..Hyper::ADAM };
+        let adamw_ams = Hyper { amsgrad: true, ..Hyper::ADAMW };
+        let sgd = Hyper::SGD;
+        let lat = Hyper::ADAM;
+        let specs = [
+            (n, 64 * k, adam, false),
+            (n, 64 * k, sgd, false),
+            (n, 64 * k, adamw_ams, false),
+            (8 * k, 8 * k, lat, false),
+            (32 * k, 32 * k, lat, false),
+            (128 * k, 128 * k, lat, false),
+        ];
+        let layers = layout(&p, &specs, &mut rng);
+        let mut store = Store::random(p.mem_bytes, &mut rng);
+        init_layers(&mut store, &layers, &mut rng);
+        setup(&mut mx, &store, &layers);
+        let bus = p.beat_bytes();
+        println!("MemoryX streamer figures, LANES = {lanes}: store {bus} B/cycle, read latency {} cycles, bursts <= {} beats",
+            p.mem_latency, p.max_burst);
+
+        // Full bandwidth, no backpressure: the lanes are the limit.
+        mx.patterns(Pattern::Always, Pattern::Always, Pattern::Always, Stall::Never);
+        let mut t = 1u16;
+        for (l, name) in [(&layers[0], "Adam"), (&layers[1], "SGD"), (&layers[2], "AdamW amsgrad")] {
+            let recs = measured_step(&mut mx, &mut store, l, t, &mut rng);
+            let r = rate(&recs, lanes);
+            if std::env::var_os("MX_DEBUG").is_some() {
+                for r in &recs {
+                    println!(
+                        "    {:?} in {} done {} wf {} wl {} commit {}",
+                        (r.chunk(), r.n()),
+                        r.t_in(),
+                        r.t_done(),
+                        r.t_wfirst(),
+                        r.t_wlast(),
+                        r.t_commit()
+                    );
+                }
+                let stalls: Vec<u32> = [cnt::STALL_MEM, cnt::STALL_GRAD, cnt::STALL_OUT]
+                    .into_iter()
+                    .map(|c| mx.counter(c))
+                    .collect();
+                println!(
+                    "  stall counters: memory {}, gradient {}, output {}",
+                    stalls[0], stalls[1], stalls[2]
+                );
+            }
+            let traffic = 8 * l.desc.arrays().count_ones();
+            println!("  {name:14} full bandwidth: {:.4} cycles/param/lane ({:.3} params/cycle; store {traffic} B/param)",
+                r.cpp_lane, r.params_per_cycle);
+            if traffic * lanes < bus {
+                assert!(r.cpp_lane <= 1.05, "{name}: {:.4} cycles per parameter per lane", r.cpp_lane);
+            }
+            for pair in recs.windows(2) {
+                assert!(pair[0].t_wfirst() < pair[1].t_done(), "no overlap: {:x?}", pair);
+                assert!(pair[0].t_wfirst() < pair[0].t_done(), "no forwarding: {:x?}", pair[0]);
+            }
+        }
+        t += 1;
+
+        // The store as the limit: its bandwidth cut by a duty-cycle stall.
+        for (l, name, period, stalled, issue_bytes) in
+            [(&layers[0], "Adam", 2u32, 1u32, 28u32), (&layers[1], "SGD", 8, 7, 12)]
+        {
+            mx.patterns(Pattern::Always, Pattern::Always, Pattern::Always, Stall::Duty { period, stalled });
+            let recs = measured_step(&mut mx, &mut store, l, t, &mut rng);
+            let achieved = store_rate(&recs);
+            let bpc = f64::from(bus) * f64::from(period - stalled) / f64::from(period);
+            let traffic = 8 * l.desc.arrays().count_ones();
+            let bound = bpc / f64::from(traffic);
+            let issue_bound = bpc / f64::from(issue_bytes);
+            println!(
+                "  {name:14} store at {bpc:.1} B/cycle: {:.4} params/cycle = {:.3} of the bound {bound:.4} ({traffic} B/param moved); \
+                 {:.3} of the issue's bound {issue_bound:.4} ({issue_bytes} B/param)",
+                achieved,
+                achieved / bound,
+                achieved / issue_bound
+            );
+        }
+        mx.patterns(Pattern::Always, Pattern::Always, Pattern::Always, Stall::Never);
+
+        // Latency of one chunk alone, gradient in to first weight out.
+        for l in &layers[3..] {
+            let recs = measured_step(&mut mx, &mut store, l, t, &mut rng);
+            let r = recs[0];
+            println!(
+                "  one chunk of {:5} params: gradient in -> first weight out {} cycles, -> update done {}, -> last weight out {}, -> committed {}",
+                r.n(),
+                r.t_wfirst() - r.t_in(),
+                r.t_done() - r.t_in(),
+                r.t_wlast() - r.t_in(),
+                r.t_commit() - r.t_in()
+            );
+        }
+        let stalls: Vec<u32> =
+            [cnt::STALL_MEM, cnt::STALL_GRAD, cnt::STALL_OUT].into_iter().map(|c| mx.counter(c)).collect();
+        println!("  stall counters: memory {}, gradient {}, output {}", stalls[0], stalls[1], stalls[2]);
+        for l in &layers {
+            check_layer(&mut mx, &store, l, "after the figures");
+        }
+    });
+}
+
+#[test]
+fn figures_lanes1() {
+    figures(1, 71);
+}
+
+#[test]
+fn figures_lanes2() {
+    figures(2, 72);
+}
+
+#[test]
+fn figures_lanes4() {
+    figures(4, 74);
+}
