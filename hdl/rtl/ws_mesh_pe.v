@@ -291,44 +291,16 @@ module ws_mesh_pe #(
     // ---------------------------------------------------------------- FMA (FPnew)
     // Runs free like ws_optim_fma: always valid in, always ready out, so a value presented in
     // cycle t leaves in cycle t + FMA_LAT; the delay line above tracks what is real.
-    wire [4:0] unused_status;
-    wire       unused_ext;
-    wire       unused_tag;
-    wire       unused_mask;
-    wire       unused_aux;
-    wire       unused_in_ready;
-    wire       unused_out_valid;
-    wire       unused_busy;
-
-    fpnew_fma #(
-        .FpFormat(fpnew_pkg::FP32),
-        .NumPipeRegs(L),
-        .PipeConfig(fpnew_pkg::DISTRIBUTED)
+    // FMADD: in_a * in_b + in_c = w * x + acc.
+    ws_optim_fma #(
+        .LATENCY(L)
     ) fma_inst (
-        .clk_i(clk),
-        .rst_ni(!rst),
-        // FMADD: operands_i[0] * operands_i[1] + operands_i[2] = w * x + acc.
-        .operands_i({op_c, sram_rd_data, st1_w_reg}),
-        .is_boxed_i(3'b111),
-        .rnd_mode_i(fpnew_pkg::RNE),
-        .op_i(fpnew_pkg::FMADD),
-        .op_mod_i(1'b0),
-        .tag_i(1'b0),
-        .mask_i(1'b1),
-        .aux_i(1'b0),
-        .in_valid_i(1'b1),
-        .in_ready_o(unused_in_ready),
-        .flush_i(1'b0),
-        .result_o(fma_out),
-        .status_o(unused_status),
-        .extension_bit_o(unused_ext),
-        .tag_o(unused_tag),
-        .mask_o(unused_mask),
-        .aux_o(unused_aux),
-        .out_valid_o(unused_out_valid),
-        .out_ready_i(1'b1),
-        .busy_o(unused_busy),
-        .reg_ena_i({L{1'b0}})
+        .clk(clk),
+        .rst(rst),
+        .in_a(st1_w_reg),
+        .in_b(sram_rd_data),
+        .in_c(op_c),
+        .out_data(fma_out)
     );
 
     assign stat_busy = !idle;

@@ -11,7 +11,8 @@ use crate::vbuild::BuildError;
 pub const MESH_PE_VLT: &str = "hdl/lint/mesh_pe.vlt";
 
 /// Our RTL files of the PE, in compile order.
-pub const PE_FILES: &[&str] = &["hdl/rtl/ws_mesh_pe_sram.v", "hdl/rtl/ws_mesh_pe.v"];
+pub const PE_FILES: &[&str] =
+    &["hdl/rtl/ws_optim_fma.v", "hdl/rtl/ws_mesh_pe_sram.v", "hdl/rtl/ws_mesh_pe.v"];
 
 /// `cfg_addr` of the control register.
 pub const CFG_CTRL: u16 = 0x0000;
