@@ -1,7 +1,8 @@
 //! The wafer-mesh processing element `ws_mesh_pe` (`hdl/rtl/ws_mesh_pe.v`): its block spec, its
-//! program encoding, and a driver that loads a PE, runs a program and collects the results
-//! stream and the counters. `hdl/tests/mesh_pe.rs` checks it against
-//! `ws_common::golden::mesh::dense`; docs/mesh-pe.md describes the PE.
+//! program encoding (FWD, DX, MASK, GRAD, DUMP), and a driver that loads a PE, runs a program
+//! with the weight stream and the Snake reduction's incoming partial sums, and collects the
+//! results stream, the outgoing partial sums and the counters. `hdl/tests/mesh_pe.rs` checks
+//! it against `ws_common::golden::mesh::dense`; docs/mesh-pe.md describes the PE.
 
 use crate::dut::{BlockSpec, Dut, Pattern, StreamSink, StreamSource};
 use crate::swarm::with_fpnew;
@@ -29,15 +30,15 @@ pub mod err {
     pub const LEN: u32 = 2;
     /// Unknown op or reserved bits set.
     pub const OP: u32 = 3;
-    /// B, K, M or a dump count of 0.
+    /// A zero B, K, M or count where one is needed.
     pub const SHAPE: u32 = 4;
     /// B larger than `MAX_B`.
     pub const BATCH: u32 = 5;
-    /// The source region (B·K inputs, or the dump) passes the end of the SRAM.
+    /// The source region passes the end of the SRAM.
     pub const SRC: u32 = 6;
-    /// The destination region (B·M outputs) passes the end of the SRAM.
+    /// The destination region passes the end of the SRAM.
     pub const DST: u32 = 7;
-    /// Source and destination overlap.
+    /// A region that is written overlaps one that is read.
     pub const OVERLAP: u32 = 8;
 }
 
@@ -106,6 +107,47 @@ pub enum Instr {
         /// Words.
         count: u32,
     },
+    /// The same M rows again (bias words ignored); dx of B samples at `dst` (B×K) from dz at
+    /// `src` (B×M): `acc = −0`, `acc = fma(w_ik, dz_si, acc)` over the rows.
+    Dx {
+        /// Samples.
+        b: u32,
+        /// Inputs (the width of dx).
+        k: u32,
+        /// Outputs (rows; the width of dz).
+        m: u32,
+        /// Word address of dz.
+        src: u32,
+        /// Word address of dx.
+        dst: u32,
+    },
+    /// The ReLU backward in place: `y[a] = relu_grad(y[a], d[a])` for `a < count`.
+    Mask {
+        /// Word address of d (the gradient at the ReLU's output).
+        src: u32,
+        /// Word address of y (the stored outputs, overwritten with dz).
+        dst: u32,
+        /// Words.
+        count: u32,
+    },
+    /// The PE's part of the Snake reduction of a K→M layer's gradient: M rows of K+1 running
+    /// sums in on `s1_*` (none at the head, which starts from −0), each word j of row i
+    /// updated by `fma(dz_si, x̃_sj, acc)` for the B slots in order, out on `m1_*`. B = 0
+    /// passes the words through.
+    Grad {
+        /// The head of the snake (snake position 0).
+        head: bool,
+        /// Samples (0..=MAX_B).
+        b: u32,
+        /// Inputs (0 for a one-word row: the loss reduction).
+        k: u32,
+        /// Outputs (rows).
+        m: u32,
+        /// Word address of x (B×K).
+        x: u32,
+        /// Word address of dz (B×M).
+        dz: u32,
+    },
     /// Three raw words (for testing the checks).
     Raw([u32; 3]),
 }
@@ -118,6 +160,11 @@ impl Instr {
                 [1 | (u32::from(relu) << 4) | (b << 8), k | (m << 16), src | (dst << 16)]
             }
             Instr::Dump { src, count } => [2, count, src],
+            Instr::Dx { b, k, m, src, dst } => [3 | (b << 8), k | (m << 16), src | (dst << 16)],
+            Instr::Mask { src, dst, count } => [4, count, src | (dst << 16)],
+            Instr::Grad { head, b, k, m, x, dz } => {
+                [5 | (u32::from(head) << 4) | (b << 8), k | (m << 16), x | (dz << 16)]
+            }
             Instr::Raw(w) => w,
         }
     }
@@ -138,14 +185,23 @@ pub struct Status {
     pub fma: u64,
     /// `cnt_fwd_cycles`: cycles in FWD instructions.
     pub fwd_cycles: u64,
+    /// `cnt_dx_cycles`: cycles in DX instructions.
+    pub dx_cycles: u64,
+    /// `cnt_grad_cycles`: cycles in GRAD instructions.
+    pub grad_cycles: u64,
     /// Cycles from the start to the end of the program.
     pub cycles: u64,
 }
 
 impl Status {
-    /// FMA-busy cycles over FWD cycles.
+    /// FMA-busy cycles over FWD cycles (for a program of FWD instructions).
     pub fn utilisation(&self) -> f64 {
         self.fma as f64 / self.fwd_cycles.max(1) as f64
+    }
+
+    /// FMA-busy cycles over the cycles of every FMA instruction (FWD, DX, GRAD).
+    pub fn fma_utilisation(&self) -> f64 {
+        self.fma as f64 / (self.fwd_cycles + self.dx_cycles + self.grad_cycles).max(1) as f64
     }
 }
 
@@ -185,14 +241,128 @@ pub fn status(dut: &Dut) -> Status {
         pc: dut.get(dut.port("stat_err_pc")) as u32,
         fma: dut.get(dut.port("cnt_fma")),
         fwd_cycles: dut.get(dut.port("cnt_fwd_cycles")),
+        dx_cycles: dut.get(dut.port("cnt_dx_cycles")),
+        grad_cycles: dut.get(dut.port("cnt_grad_cycles")),
         cycles: 0,
     }
 }
 
+/// What goes into a PE during one program and how its outputs are taken.
+#[derive(Debug, Clone)]
+pub struct Feeds<'a> {
+    /// Words for `s_*` (the weight stream).
+    pub weights: &'a [u32],
+    /// Valid pattern of `s_*`.
+    pub weights_pattern: Pattern,
+    /// Words for `s1_*` (incoming running sums).
+    pub partials: &'a [u32],
+    /// Valid pattern of `s1_*`.
+    pub partials_pattern: Pattern,
+    /// Ready pattern of `m_*`.
+    pub results_pattern: Pattern,
+    /// Ready pattern of `m1_*`.
+    pub sums_pattern: Pattern,
+}
+
+impl Default for Feeds<'_> {
+    /// Nothing to feed, every stream at full rate.
+    fn default() -> Self {
+        Feeds {
+            weights: &[],
+            weights_pattern: Pattern::Always,
+            partials: &[],
+            partials_pattern: Pattern::Always,
+            results_pattern: Pattern::Always,
+            sums_pattern: Pattern::Always,
+        }
+    }
+}
+
+/// What a program produced ([`run_feeds`]).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Status and counters (differences over the run).
+    pub status: Status,
+    /// Every `(data, last)` beat of `m_*`.
+    pub results: Vec<(u32, bool)>,
+    /// Every `(data, last)` beat of `m1_*`.
+    pub sums: Vec<(u32, bool)>,
+    /// Weight words taken.
+    pub weights_taken: usize,
+    /// Partial sums taken.
+    pub partials_taken: usize,
+}
+
+/// Starts a program of `len` instructions and runs it to the end with `feeds`. Stops at
+/// `stat_busy` low (a refused program never starts).
+///
+/// # Panics
+/// If the program does not end within `limit` cycles.
+pub fn run_feeds(dut: &mut Dut, len: u32, feeds: &Feeds<'_>, limit: u64) -> Outcome {
+    let before = status(dut);
+    let seed = dut.seed();
+    let mut wsrc = StreamSource::with_fields(dut, "s", &["data"], seed ^ 0x11).pattern(feeds.weights_pattern);
+    let mut psrc =
+        StreamSource::with_fields(dut, "s1", &["data"], seed ^ 0x33).pattern(feeds.partials_pattern);
+    let mut rsink = StreamSink::with_fields(dut, "m", &["data", "last"], seed ^ 0x22)
+        .pattern(feeds.results_pattern)
+        .unchecked();
+    let mut ssink = StreamSink::with_fields(dut, "m1", &["data", "last"], seed ^ 0x44)
+        .pattern(feeds.sums_pattern)
+        .unchecked();
+    for w in feeds.weights {
+        wsrc.push(u64::from(*w));
+    }
+    for w in feeds.partials {
+        psrc.push(u64::from(*w));
+    }
+    let busy = dut.port("stat_busy");
+    cfg_write(dut, CFG_CTRL, (len << 16) | 1);
+    let start = dut.cycle();
+    let mut out = Outcome::default();
+    loop {
+        wsrc.drive(dut);
+        psrc.drive(dut);
+        rsink.drive(dut);
+        ssink.drive(dut);
+        dut.eval();
+        if !dut.get_bool(busy) {
+            break;
+        }
+        wsrc.sample(dut);
+        psrc.sample(dut);
+        if let Some(b) = rsink.sample(dut) {
+            out.results.push((b[0] as u32, b[1] != 0));
+        }
+        if let Some(b) = ssink.sample(dut) {
+            out.sums.push((b[0] as u32, b[1] != 0));
+        }
+        dut.tick();
+        assert!(dut.cycle() - start < limit, "the program did not end within {limit} cycles");
+    }
+    // Leave the inputs quiet for what follows.
+    for p in ["s_valid", "s1_valid", "m_ready", "m1_ready"] {
+        let port = dut.port(p);
+        dut.set(port, 0);
+    }
+    dut.eval();
+    let mut st = status(dut);
+    st.fma -= before.fma;
+    st.fwd_cycles -= before.fwd_cycles;
+    st.dx_cycles -= before.dx_cycles;
+    st.grad_cycles -= before.grad_cycles;
+    st.cycles = dut.cycle() - start;
+    out.status = st;
+    out.weights_taken = feeds.weights.len() - wsrc.pending();
+    out.partials_taken = feeds.partials.len() - psrc.pending();
+    out
+}
+
 /// Starts a program of `len` instructions and runs it to the end: `weights` go in on `s_*`
 /// with the valid pattern `src`, the results stream is taken with the ready pattern `sink`.
-/// Returns the status (counters as differences over this run) and every `(data, last)` beat
-/// of `m_*`. Stops at `stat_busy` low (a refused program never starts).
+/// Returns the status (counters as differences over this run), every `(data, last)` beat
+/// of `m_*` and the weight words taken. Stops at `stat_busy` low (a refused program never
+/// starts). Nothing goes in on `s1_*`; `m1_*` is always ready.
 ///
 /// # Panics
 /// If the program does not end within `limit` cycles.
@@ -204,40 +374,13 @@ pub fn run(
     sink: Pattern,
     limit: u64,
 ) -> (Status, Vec<(u32, bool)>, usize) {
-    let before = status(dut);
-    let seed = dut.seed();
-    let mut source = StreamSource::with_fields(dut, "s", &["data"], seed ^ 0x11).pattern(src);
-    let mut sinker =
-        StreamSink::with_fields(dut, "m", &["data", "last"], seed ^ 0x22).pattern(sink).unchecked();
-    for w in weights {
-        source.push(u64::from(*w));
-    }
-    let busy = dut.port("stat_busy");
-    cfg_write(dut, CFG_CTRL, (len << 16) | 1);
-    let start = dut.cycle();
-    let mut out = Vec::new();
-    loop {
-        source.drive(dut);
-        sinker.drive(dut);
-        dut.eval();
-        if !dut.get_bool(busy) {
-            break;
-        }
-        source.sample(dut);
-        if let Some(b) = sinker.sample(dut) {
-            out.push((b[0] as u32, b[1] != 0));
-        }
-        dut.tick();
-        assert!(dut.cycle() - start < limit, "the program did not end within {limit} cycles");
-    }
-    // Leave the inputs quiet for what follows.
-    let (sv, mr) = (dut.port("s_valid"), dut.port("m_ready"));
-    dut.set(sv, 0);
-    dut.set(mr, 0);
-    dut.eval();
-    let mut st = status(dut);
-    st.fma -= before.fma;
-    st.fwd_cycles -= before.fwd_cycles;
-    st.cycles = dut.cycle() - start;
-    (st, out, weights.len() - source.pending())
+    let feeds = Feeds {
+        weights,
+        weights_pattern: src,
+        results_pattern: sink,
+        sums_pattern: Pattern::Always,
+        ..Feeds::default()
+    };
+    let o = run_feeds(dut, len, &feeds, limit);
+    (o.status, o.results, o.weights_taken)
 }

@@ -1,6 +1,8 @@
 //! `ws_mesh_pe` alone (docs/mesh-pe.md): dense-layer forwards bit-exact against
-//! `ws_common::golden::mesh::dense::forward`, the FMA utilisation at B = 1, 2, 4 and 8,
-//! and the refusal of bad programs before they run.
+//! `ws_common::golden::mesh::dense::forward`, the backward (dx, the ReLU mask, and the PE's
+//! step of the Snake dW/db reduction) bit-exact against `dense::input_grad`,
+//! `dense::relu_backward`, `dense::weight_grad` and `dense::reduce_sum`, the FMA utilisation
+//! of each phase at B = 1, 2, 4 and 8, and the refusal of bad programs before they run.
 //!
 //! One model (FMA_LAT 3, MAX_B 16, SRAM_WORDS 3000 — not a power of two —, PROG_DEPTH 8)
 //! serves every test: FPnew builds take minutes on this machine.
@@ -8,9 +10,9 @@
 use rand::rngs::StdRng;
 use rand::RngExt;
 use ws_common::golden::mesh::dense;
-use ws_common::golden::mesh::Layer;
+use ws_common::golden::mesh::{Layer, Mesh, Reduce};
 use ws_hdl::dut::{run_test, BlockSpec, Dut, Pattern};
-use ws_hdl::mesh_pe::{self as pe, err, Instr, PeParams};
+use ws_hdl::mesh_pe::{self as pe, err, Feeds, Instr, PeParams};
 use ws_hdl::swarm::tb;
 
 /// Marks a refusal case that must run instead (the boundary that still fits).
@@ -243,6 +245,8 @@ fn bad_programs_are_refused() {
         let sram = PARAMS.sram_words;
         let fwd = |b: u32, k: u32, m: u32, src: u32, dst: u32| Instr::Fwd { relu: true, b, k, m, src, dst };
         let ok = fwd(2, 4, 3, 0, 100);
+        let dx = |b: u32, k: u32, m: u32, src: u32, dst: u32| Instr::Dx { b, k, m, src, dst };
+        let grad = |head: bool, b: u32, k: u32, m: u32, x: u32, dz: u32| Instr::Grad { head, b, k, m, x, dz };
         let weights: Vec<u32> = (0..3 * 5).map(|_| value(&mut rng, Values::Mild(10))).collect();
         let sentinel: Vec<u32> = (0..16).map(|i| 0x1234_0000 + i).collect();
         pe::load_sram(dut, 100, &sentinel);
@@ -267,6 +271,28 @@ fn bad_programs_are_refused() {
             (vec![Instr::Dump { src: sram - 1, count: 2 }], 1, err::SRC, 0),
             (vec![ok, ok, fwd(2, 4, 3, 0, 7)], 3, err::OVERLAP, 2),
             (vec![fwd(2, 4, 3, 8, 4)], 1, err::OVERLAP, 0),
+            // DX: dz (B×M) at src, dx (B×K) at dst.
+            (vec![dx(2, 4, 3, 0, 200)], 1, OK, 0),
+            (vec![Instr::Raw([3 | (1 << 4) | (2 << 8), 4 | (3 << 16), 100 << 16])], 1, err::OP, 0),
+            (vec![dx(0, 4, 3, 0, 100)], 1, err::SHAPE, 0),
+            (vec![dx(2, 4, 0, 0, 100)], 1, err::SHAPE, 0),
+            (vec![dx(PARAMS.max_b + 1, 4, 3, 0, 100)], 1, err::BATCH, 0),
+            (vec![dx(2, 4, 3, sram - 5, 0)], 1, err::SRC, 0),
+            (vec![dx(2, 4, 3, 0, sram - 7)], 1, err::DST, 0),
+            (vec![dx(2, 4, 3, 10, 5)], 1, err::OVERLAP, 0),
+            // MASK: d at src, y at dst.
+            (vec![Instr::Mask { src: 0, dst: 0, count: 0 }], 1, err::SHAPE, 0),
+            (vec![Instr::Mask { src: sram - 3, dst: 0, count: 4 }], 1, err::SRC, 0),
+            (vec![Instr::Mask { src: 0, dst: sram - 3, count: 4 }], 1, err::DST, 0),
+            (vec![Instr::Mask { src: 0, dst: 3, count: 4 }], 1, err::OVERLAP, 0),
+            (vec![Instr::Raw([4 | (1 << 4), 4, 8 << 16])], 1, err::OP, 0),
+            // GRAD: x (B×K) at x, dz (B×M) at dz; a head needs samples; B = 0 passes through.
+            (vec![grad(true, 0, 4, 3, 0, 100)], 1, err::SHAPE, 0),
+            (vec![grad(false, 2, 4, 0, 0, 100)], 1, err::SHAPE, 0),
+            (vec![grad(false, PARAMS.max_b + 1, 4, 3, 0, 100)], 1, err::BATCH, 0),
+            (vec![grad(false, 2, 4, 3, sram - 7, 0)], 1, err::SRC, 0),
+            (vec![grad(true, 2, 4, 3, 0, sram - 5)], 1, err::DST, 0),
+            (vec![ok, grad(false, 16, 128, 64, 1000, 0)], 2, err::SRC, 1),
         ];
         for (n, (prog, len, code, pc)) in cases.iter().enumerate() {
             pe::load_program(dut, prog);
@@ -296,5 +322,326 @@ fn bad_programs_are_refused() {
         assert!(st.done && !st.err, "dump after clear: {st:?}");
         let got: Vec<u32> = out.iter().map(|(d, _)| *d).collect();
         assert_eq!(got, sentinel);
+    });
+}
+
+/// One DX case: dx of a K→M layer over B samples from dz, then (optionally) the ReLU mask of
+/// the layer below, which turns dx into its dz in place over a stored output y.
+#[derive(Debug, Clone, Copy)]
+struct BwdCase {
+    k: usize,
+    m: usize,
+    b: usize,
+    values: Values,
+    src: Pattern,
+    sink: Pattern,
+}
+
+/// Loads dz and y, runs [DX, MASK, DUMP dx, DUMP dz-below] and checks dx against
+/// `dense::input_grad` and the masked result against `dense::relu_backward`.
+fn run_bwd_case(dut: &mut Dut, rng: &mut StdRng, c: &BwdCase, bases: [u32; 3]) -> pe::Status {
+    let [dz_at, dx_at, y_at] = bases;
+    let layer = Layer::new(c.k, c.m);
+    let params: Vec<u32> = (0..layer.words().unwrap()).map(|_| value(rng, c.values)).collect();
+    let dz: Vec<u32> = (0..c.b * c.m).map(|_| value(rng, c.values)).collect();
+    // The stored outputs of the layer below: ReLU outputs and the odd edge value.
+    let y: Vec<u32> = (0..c.b * c.k).map(|_| dense::relu(value(rng, Values::Mild(6)))).collect();
+    let mut dx = vec![0u32; c.b * c.k];
+    dense::input_grad(layer, &params, &dz, &mut dx).unwrap();
+    let mut masked = dx.clone();
+    dense::relu_backward(&y, &mut masked).unwrap();
+
+    pe::load_sram(dut, dz_at, &dz);
+    pe::load_sram(dut, y_at, &y);
+    let (k, m, b) = (c.k as u32, c.m as u32, c.b as u32);
+    pe::load_program(
+        dut,
+        &[
+            Instr::Dx { b, k, m, src: dz_at, dst: dx_at },
+            Instr::Dump { src: dx_at, count: b * k },
+            Instr::Mask { src: dx_at, dst: y_at, count: b * k },
+            Instr::Dump { src: y_at, count: b * k },
+        ],
+    );
+    let limit = 100 * (params.len() as u64 * c.b as u64 + 1000);
+    let (st, out, taken) = pe::run(dut, 4, &params, c.src, c.sink, limit);
+    assert!(st.done && !st.err, "{c:?}: status {st:?}");
+    assert_eq!(taken, params.len(), "{c:?}: weight words taken");
+    assert_eq!(st.fma, (c.b * c.k * c.m) as u64, "{c:?}: FMA issues");
+    assert_eq!(out.len(), 2 * dx.len(), "{c:?}: result words");
+    for (j, ((got, _), w)) in out.iter().zip(&dx).enumerate() {
+        let (s, kk) = (j / c.k, j % c.k);
+        let col: Vec<u32> = (0..c.m).map(|i| params[layer.weight(i, kk)]).collect();
+        assert!(
+            got == w,
+            "{c:?}: dx of sample {s} input {kk}: got {got:#010x}, golden {w:#010x} (column {col:x?}, dz {:x?})",
+            &dz[s * c.m..(s + 1) * c.m]
+        );
+    }
+    for (j, ((got, _), w)) in out[dx.len()..].iter().zip(&masked).enumerate() {
+        assert!(
+            got == w,
+            "{c:?}: mask word {j}: got {got:#010x}, golden {w:#010x} (y {:#010x}, dx {:#010x})",
+            y[j],
+            dx[j]
+        );
+    }
+    st
+}
+
+#[test]
+fn dx_and_mask_are_bit_exact() {
+    run_test("mesh_pe_dx", &spec(), 0xd0d0, |dut| {
+        dut.reset(4);
+        let mut rng = dut.rng(5);
+        let mut cases = Vec::new();
+        for b in [1, 2, 4] {
+            for (k, m) in [(5, 7), (1, 3), (3, 1), (2, 1)] {
+                cases.push(BwdCase {
+                    k,
+                    m,
+                    b,
+                    values: Values::Edges,
+                    src: Pattern::Mixed,
+                    sink: Pattern::Mixed,
+                });
+            }
+            cases.push(BwdCase {
+                k: 64,
+                m: 40,
+                b,
+                values: Values::Mild(50),
+                src: Pattern::Mixed,
+                sink: Pattern::Mixed,
+            });
+        }
+        // K·B below the FMA latency (the accumulator hazard), long slots, full rate, stalls.
+        cases.push(BwdCase {
+            k: 1,
+            m: 9,
+            b: 1,
+            values: Values::Mild(8),
+            src: Pattern::Always,
+            sink: Pattern::Always,
+        });
+        cases.push(BwdCase {
+            k: 13,
+            m: 9,
+            b: 7,
+            values: Values::Mild(8),
+            src: Pattern::Always,
+            sink: Pattern::Random(0.3),
+        });
+        cases.push(BwdCase {
+            k: 9,
+            m: 13,
+            b: 16,
+            values: Values::Edges,
+            src: Pattern::Bursty { on: 6.0, off: 20.0 },
+            sink: Pattern::Always,
+        });
+        for (n, c) in cases.iter().enumerate() {
+            let (bk, bm) = ((c.b * c.k) as u32, (c.b * c.m) as u32);
+            // dz, dx, y: apart, at odd places, and at the top of the SRAM.
+            let bases = if n % 2 == 0 {
+                [3 + n as u32, 1000 + 7 * n as u32, 2000 + n as u32]
+            } else {
+                [PARAMS.sram_words - bm, 11 * n as u32, 1500 - bk]
+            };
+            let st = run_bwd_case(dut, &mut rng, c, bases);
+            eprintln!(
+                "{:>3}→{:<3} B={:<2} {:?}/{:?}: {} FMAs in {} DX cycles ({:.3})",
+                c.k,
+                c.m,
+                c.b,
+                c.src,
+                c.sink,
+                st.fma,
+                st.dx_cycles,
+                st.fma as f64 / st.dx_cycles as f64
+            );
+        }
+    });
+}
+
+/// Every sample's x and dz of a K→M layer over a batch, and the layer.
+struct GradBatch {
+    layer: Layer,
+    x: Vec<u32>,
+    dz: Vec<u32>,
+}
+
+impl GradBatch {
+    fn new(rng: &mut StdRng, k: usize, m: usize, n: usize, values: Values) -> Self {
+        let x = (0..n * k).map(|_| value(rng, values)).collect();
+        let dz = (0..n * m).map(|_| value(rng, values)).collect();
+        GradBatch { layer: Layer::new(k, m), x, dz }
+    }
+}
+
+/// Runs the Snake reduction of `batch` on one PE model, playing each snake position in turn
+/// (B slots each, the last ones partly or wholly empty): position 0 is the head, and each
+/// later position takes the previous one's `m1_*` words on `s1_*`. Checks `m1_last` at row
+/// ends, the FMA count and the words taken, and returns the end of the snake's words and
+/// the total GRAD cycles and FMAs.
+fn snake_on_one_pe(
+    dut: &mut Dut,
+    batch: &GradBatch,
+    b: usize,
+    positions: usize,
+    pats: [Pattern; 2],
+    bases: [u32; 2],
+) -> (Vec<u32>, u64, u64) {
+    let (k, m) = (batch.layer.inputs, batch.layer.outputs);
+    let n = batch.x.len() / k.max(1);
+    let words = m * (k + 1);
+    let mut sums: Vec<u32> = Vec::new();
+    let (mut cycles, mut fmas) = (0, 0);
+    for pos in 0..positions {
+        let slots = (pos * b..((pos + 1) * b).min(n)).len();
+        let [x_at, dz_at] = bases;
+        if slots > 0 {
+            pe::load_sram(dut, x_at, &batch.x[pos * b * k..(pos * b + slots) * k]);
+            pe::load_sram(dut, dz_at, &batch.dz[pos * b * m..(pos * b + slots) * m]);
+        }
+        let (k32, m32, s32) = (k as u32, m as u32, slots as u32);
+        pe::load_program(dut, &[Instr::Grad { head: pos == 0, b: s32, k: k32, m: m32, x: x_at, dz: dz_at }]);
+        let feeds =
+            Feeds { partials: &sums, partials_pattern: pats[0], sums_pattern: pats[1], ..Feeds::default() };
+        let o = pe::run_feeds(dut, 1, &feeds, 200 * (words * (b + 1)) as u64 + 5000);
+        let ctx = format!("{k}→{m} B={b} position {pos} ({slots} slots)");
+        assert!(o.status.done && !o.status.err, "{ctx}: status {:?}", o.status);
+        assert_eq!(o.partials_taken, if pos == 0 { 0 } else { words }, "{ctx}: partials taken");
+        assert_eq!(o.status.fma, (slots * words) as u64, "{ctx}: FMA issues");
+        assert_eq!(o.sums.len(), words, "{ctx}: words sent");
+        for (j, (_, last)) in o.sums.iter().enumerate() {
+            assert_eq!(*last, j % (k + 1) == k, "{ctx}: m1_last at word {j}");
+        }
+        cycles += o.status.grad_cycles;
+        fmas += o.status.fma;
+        sums = o.sums.iter().map(|(d, _)| *d).collect();
+    }
+    (sums, cycles, fmas)
+}
+
+#[test]
+fn snake_reduction_is_bit_exact() {
+    run_test("mesh_pe_grad", &spec(), 0x6a6a, |dut| {
+        dut.reset(4);
+        let mut rng = dut.rng(6);
+        // (K, M, B, samples, positions, values, s1 pattern, m1 pattern)
+        let cases = [
+            (5, 7, 1, 3, 3, Values::Edges, Pattern::Mixed, Pattern::Mixed),
+            (5, 7, 2, 5, 4, Values::Edges, Pattern::Mixed, Pattern::Mixed),
+            (3, 1, 4, 9, 3, Values::Edges, Pattern::Mixed, Pattern::Mixed),
+            (1, 3, 4, 8, 2, Values::Mild(10), Pattern::Random(0.5), Pattern::Bursty { on: 5.0, off: 9.0 }),
+            (2, 2, 3, 4, 3, Values::Mild(10), Pattern::Always, Pattern::Always),
+            (64, 10, 4, 7, 2, Values::Mild(50), Pattern::Mixed, Pattern::Mixed),
+            (13, 9, 16, 20, 2, Values::Mild(8), Pattern::Always, Pattern::Random(0.3)),
+        ];
+        for (k, m, b, n, positions, values, p_in, p_out) in cases {
+            let batch = GradBatch::new(&mut rng, k, m, n, values);
+            let mut want = vec![0u32; batch.layer.words().unwrap()];
+            // Any mesh with the same B and enough slots: the Snake bits do not depend on it.
+            let mesh = Mesh::new(1, positions, b);
+            dense::weight_grad(&mesh, Reduce::Snake, batch.layer, &batch.x, &batch.dz, &mut want).unwrap();
+            let bases = [100 + k as u32, 2999 - (b * m) as u32];
+            let (got, cycles, fmas) = snake_on_one_pe(dut, &batch, b, positions, [p_in, p_out], bases);
+            for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (i, jj) = (j / (k + 1), j % (k + 1));
+                assert!(g == w, "{k}→{m} B={b} N={n}: row {i} word {jj}: got {g:#010x}, golden {w:#010x}");
+            }
+            eprintln!("{k:>3}→{m:<3} B={b:<2} N={n:<2} on {positions} positions: {fmas} FMAs in {cycles} GRAD cycles");
+        }
+        // The loss reduction: rows of one word (K = 0), x̃ = 1.
+        for (b, n, positions) in [(1, 3, 3), (4, 6, 2), (3, 3, 1)] {
+            let losses: Vec<u32> = (0..n).map(|_| value(&mut rng, Values::Mild(5))).collect();
+            let batch = GradBatch { layer: Layer::new(0, 1), x: Vec::new(), dz: losses.clone() };
+            let want = dense::reduce_sum(&Mesh::new(1, positions, b), Reduce::Snake, &losses).unwrap();
+            let (got, _, _) = snake_on_one_pe_loss(dut, &batch, b, n, positions);
+            assert_eq!(got, vec![want], "loss over {n} samples, B={b}");
+        }
+    });
+}
+
+/// [`snake_on_one_pe`] for rows of one word (K = 0), where the batch size cannot come from x.
+fn snake_on_one_pe_loss(
+    dut: &mut Dut,
+    batch: &GradBatch,
+    b: usize,
+    n: usize,
+    positions: usize,
+) -> (Vec<u32>, u64, u64) {
+    let mut sums: Vec<u32> = Vec::new();
+    let (mut cycles, mut fmas) = (0, 0);
+    for pos in 0..positions {
+        let slots = (pos * b..((pos + 1) * b).min(n)).len();
+        if slots > 0 {
+            pe::load_sram(dut, 40, &batch.dz[pos * b..pos * b + slots]);
+        }
+        pe::load_program(dut, &[Instr::Grad { head: pos == 0, b: slots as u32, k: 0, m: 1, x: 0, dz: 40 }]);
+        let feeds = Feeds {
+            partials: &sums,
+            partials_pattern: Pattern::Mixed,
+            sums_pattern: Pattern::Mixed,
+            ..Feeds::default()
+        };
+        let o = pe::run_feeds(dut, 1, &feeds, 10_000);
+        assert!(o.status.done && !o.status.err, "loss position {pos}: {:?}", o.status);
+        assert_eq!(o.sums.iter().map(|(_, l)| *l).collect::<Vec<_>>(), vec![true]);
+        cycles += o.status.grad_cycles;
+        fmas += o.status.fma;
+        sums = o.sums.iter().map(|(d, _)| *d).collect();
+    }
+    (sums, cycles, fmas)
+}
+
+/// FMA-busy cycles over the cycles of DX and of GRAD at full rate on every stream, 64→128.
+#[test]
+fn backward_utilisation() {
+    run_test("mesh_pe_bwd_utilisation", &spec(), 0xb0b0, |dut| {
+        dut.reset(4);
+        let mut rng = dut.rng(7);
+        eprintln!("ws_mesh_pe backward FMA utilisation, 64→128, FMA_LAT {}:", PARAMS.fma_lat);
+        eprintln!("  B   DX FMAs  DX cycles  DX util  GRAD FMAs  GRAD cycles  GRAD util");
+        for b in [1usize, 2, 4, 8] {
+            let c = BwdCase {
+                k: 64,
+                m: 128,
+                b,
+                values: Values::Mild(100),
+                src: Pattern::Always,
+                sink: Pattern::Always,
+            };
+            let dx = run_bwd_case(dut, &mut rng, &c, [0, 1100, 1700]);
+            // One non-head position at full rate: the steady state of a PE inside the snake.
+            let batch = GradBatch::new(&mut rng, 64, 128, b, Values::Mild(100));
+            pe::load_sram(dut, 0, &batch.x);
+            pe::load_sram(dut, 1100, &batch.dz);
+            let incoming: Vec<u32> = (0..128 * 65).map(|_| value(&mut rng, Values::Mild(100))).collect();
+            pe::load_program(dut, &[Instr::Grad { head: false, b: b as u32, k: 64, m: 128, x: 0, dz: 1100 }]);
+            let o = pe::run_feeds(dut, 1, &Feeds { partials: &incoming, ..Feeds::default() }, 1_000_000);
+            assert!(o.status.done && o.sums.len() == incoming.len(), "GRAD B={b}: {:?}", o.status);
+            // Bit-exact too: each word continues the incoming chain over this PE's slots.
+            for (j, ((got, _), acc)) in o.sums.iter().zip(&incoming).enumerate() {
+                let (i, jj) = (j / 65, j % 65);
+                let mut a = *acc;
+                for s in 0..b {
+                    let xt = if jj == 0 { 1f32.to_bits() } else { batch.x[s * 64 + jj - 1] };
+                    a = ws_common::golden::optim::fma(batch.dz[s * 128 + i], xt, a);
+                }
+                assert_eq!(*got, a, "GRAD B={b} word {j}");
+            }
+            let g = o.status;
+            eprintln!(
+                "  {b:<3} {:<8} {:<10} {:.4}   {:<10} {:<12} {:.4}",
+                dx.fma,
+                dx.dx_cycles,
+                dx.fma as f64 / dx.dx_cycles as f64,
+                g.fma,
+                g.grad_cycles,
+                g.fma as f64 / g.grad_cycles as f64
+            );
+        }
     });
 }
