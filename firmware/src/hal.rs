@@ -11,12 +11,14 @@
 //! | [`gpio::Pin`] | gpio OUTPUT bits (LEDs) | `OutputPin`, `StatefulOutputPin` |
 //! | [`uart::Uart`] | uart | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
 //! | [`hostlink::Hostlink`] | hostlink byte streams | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
+//! | [`link::LinkEngine`] | link (protocol v2 engine) | (firmware frames, DMA windows, HELLO state, counters) |
 //! | [`sysinfo::Sysinfo`] | sysinfo | (identity, slot discovery, soft reset) |
 //!
 //! Field layouts come from `ws_common::regmap`, generated from `hdl/regmap/*.toml`.
 
 pub mod gpio;
 pub mod hostlink;
+pub mod link;
 pub mod sysinfo;
 pub mod timer;
 pub mod uart;

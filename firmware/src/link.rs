@@ -2,19 +2,21 @@
 //! channel 0 and control requests on channel 1, with the replay cache that makes every
 //! retried request safe.
 //!
-//! Until the hardware link engine is in the SoC the frames arrive in the host-link byte FIFO,
-//! next to protocol v1, and this server finds them with the shared resynchronising decoder;
-//! the v1 server ignores them and this one ignores v1 frames. Without the engine there are no
-//! DMA windows, so the HELLO answer grants no credit on any bulk channel: a host cannot send
-//! bulk data to a board that has nowhere to put it.
+//! On the board the hardware link engine (`hal::link::LinkEngine`, slot 8) checks every frame
+//! and hands the firmware channels over whole ([`LinkServer::frame`]); the bulk channels never
+//! reach the CPU. HELLO reports the engine's real channel state (its RX windows' credit), and
+//! a HELLO without RESUME restarts every bulk channel of the engine with the credit the host
+//! granted. [`LinkServer::receive`] takes the same frames as a byte stream, through the
+//! shared resynchronising decoder, for tests and for a board without the engine.
 //!
-//! Nothing here touches a register: [`LinkServer`] builds and runs on the host, in tests.
+//! Nothing here touches a register: [`LinkServer`] builds and runs on the host, in tests,
+//! against any [`Engine`].
 
 use ws_common::ctrl::Frame;
 use ws_common::link::control::{CtrlHeader, ReplayCache, MAX_CTRL_BODY};
-use ws_common::link::hello::{hello_flags, Hello, HelloError, HELLO_LEN};
+use ws_common::link::hello::{hello_flags, ChannelState, Hello, HelloError, HELLO_LEN};
 use ws_common::link::{
-    encode_frame, flags, Channel, DecodeError, Decoder, Event, Header, MAX_CTRL_FRAME, MAX_CTRL_PAYLOAD,
+    flags, Channel, DecodeError, Decoder, Event, Header, CHANNELS, MAX_CTRL_FRAME, MAX_CTRL_PAYLOAD,
 };
 
 use crate::control::{Action, Board, Controller};
@@ -28,10 +30,25 @@ pub const REPLAY_SLOTS: usize = 8;
 /// `Reset`, `LogEcho`) has a response far shorter; a longer one (a big `Peek`) is simply run
 /// again on a retry, which is harmless.
 pub const REPLAY_CAP: usize = 64;
-/// The window this side offers in HELLO (it has no bulk channels yet, so any value works).
-pub const WINDOW: u16 = 16;
 /// The largest bulk payload offered in HELLO.
 pub const MAX_BULK: u32 = 4096;
+
+/// What the server needs of the link engine; `hal::link::LinkEngine` is the real one.
+pub trait Engine {
+    /// Every channel's state as HELLO reports it (receive side: expected seq, committed
+    /// bytes, credit; send side: next seq).
+    fn channel_state(&self) -> [ChannelState; CHANNELS];
+    /// HELLO without RESUME: every bulk channel starts again at seq 0, byte 0, the senders
+    /// with the credit the host's HELLO grants on each channel.
+    fn reset_channels(&mut self, host: &[ChannelState; CHANNELS]);
+    /// The negotiated largest bulk payload and go-back-N window.
+    fn set_negotiated(&mut self, max_payload: u32, window: u16);
+    /// Sends one frame on a firmware channel; the engine fills seq, hcrc and pcrc as its
+    /// halves define (the header's fields are sent as given, CRCs excepted).
+    fn send(&mut self, h: &Header, payload: &[u8]);
+    /// The go-back-N window this side offers in HELLO.
+    fn window(&self) -> u16;
+}
 
 /// Counters of the v2 server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -60,7 +77,6 @@ pub struct LinkServer {
     cache: ReplayCache<REPLAY_SLOTS, REPLAY_CAP>,
     counters: LinkCounters,
     payload: [u8; MAX_CTRL_PAYLOAD],
-    frame: [u8; MAX_CTRL_FRAME],
 }
 
 impl core::fmt::Debug for LinkServer {
@@ -91,7 +107,6 @@ impl LinkServer {
                 ignored: 0,
             },
             payload: [0; MAX_CTRL_PAYLOAD],
-            frame: [0; MAX_CTRL_FRAME],
         }
     }
 
@@ -100,14 +115,14 @@ impl LinkServer {
         self.counters
     }
 
-    /// Takes bytes from the host link; every reply goes out through `tx` as one whole frame.
-    /// Returns [`Action::Reset`] right after acknowledging a `Reset`.
+    /// Takes v2 frames as a byte stream (tests; a board without the engine); every reply goes
+    /// to `eng`. Returns [`Action::Reset`] right after acknowledging a `Reset`.
     pub fn receive<B: Board>(
         &mut self,
         bytes: &[u8],
         ctrl: &mut Controller,
         board: &mut B,
-        tx: &mut impl FnMut(&[u8]),
+        eng: &mut impl Engine,
     ) -> Action {
         let mut rest = bytes;
         loop {
@@ -129,13 +144,32 @@ impl LinkServer {
                 Some(Err(DecodeError::BadVersion(1))) => {}
                 Some(Err(_)) => self.counters.bad_frames = self.counters.bad_frames.wrapping_add(1),
                 Some(Ok((h, n))) => {
-                    self.counters.frames = self.counters.frames.wrapping_add(1);
-                    if self.frame_in(h, n, ctrl, board, tx) == Action::Reset {
+                    if self.frame_in(h, n, ctrl, board, eng) == Action::Reset {
                         return Action::Reset;
                     }
                 }
             }
         }
+    }
+
+    /// One whole frame of a firmware channel, as the engine hands it over: `payload` holds
+    /// its first `len` bytes. Returns [`Action::Reset`] right after acknowledging a `Reset`.
+    pub fn frame<B: Board>(
+        &mut self,
+        h: Header,
+        payload: &[u8],
+        ctrl: &mut Controller,
+        board: &mut B,
+        eng: &mut impl Engine,
+    ) -> Action {
+        let n = payload.len().min(MAX_CTRL_PAYLOAD);
+        self.payload[..n].copy_from_slice(&payload[..n]);
+        self.frame_in(h, n, ctrl, board, eng)
+    }
+
+    /// Counts a frame the engine passed and the shared decoder refused.
+    pub fn refused(&mut self) {
+        self.counters.bad_frames = self.counters.bad_frames.wrapping_add(1);
     }
 
     fn frame_in<B: Board>(
@@ -144,14 +178,15 @@ impl LinkServer {
         len: usize,
         ctrl: &mut Controller,
         board: &mut B,
-        tx: &mut impl FnMut(&[u8]),
+        eng: &mut impl Engine,
     ) -> Action {
+        self.counters.frames = self.counters.frames.wrapping_add(1);
         match h.channel {
             Channel::Link if h.has(flags::HELLO) && !h.has(flags::ERROR) => {
-                self.hello(len, tx);
+                self.hello(len, eng);
                 Action::Continue
             }
-            Channel::Control if h.has(flags::DATA) => self.control(len, ctrl, board, tx),
+            Channel::Control if h.has(flags::DATA) => self.control(len, ctrl, board, eng),
             _ => {
                 self.counters.ignored = self.counters.ignored.wrapping_add(1);
                 Action::Continue
@@ -159,14 +194,21 @@ impl LinkServer {
         }
     }
 
-    fn hello(&mut self, len: usize, tx: &mut impl FnMut(&[u8])) {
-        let ours = Hello::new(MAX_BULK, WINDOW);
+    fn hello(&mut self, len: usize, eng: &mut impl Engine) {
+        let mut ours = Hello::new(MAX_BULK, eng.window());
         let peer = Hello::decode(&self.payload[..len]);
+        // The engine keeps its channel state across a host reconnect, so a host that asks to
+        // resume always may.
+        if let Ok(p) = &peer {
+            ours.flags |= p.flags & hello_flags::RESUME;
+        }
         let mut flags_out = flags::HELLO;
         match peer.and_then(|p| ours.negotiate(&p).map(|n| (p, n))) {
-            Ok((p, _)) => {
-                // A new host process numbers its requests from scratch.
-                if p.flags & hello_flags::RESUME == 0 {
+            Ok((p, n)) => {
+                eng.set_negotiated(n.max_payload, n.window);
+                if !n.resume {
+                    // A new host process: every bulk stream and the request ids start afresh.
+                    eng.reset_channels(&p.state);
                     self.cache.clear();
                 }
                 self.counters.hellos = self.counters.hellos.wrapping_add(1);
@@ -181,12 +223,10 @@ impl LinkServer {
                 }
             }
         }
-        // No engine: every channel's state is zero, including the credit.
+        ours.state = eng.channel_state();
         let body = ours.encode();
         let h = Header { length: HELLO_LEN as u32, ..Header::new(Channel::Link, flags_out) };
-        if let Ok(n) = encode_frame(&h, &body, &mut self.frame) {
-            tx(&self.frame[..n]);
-        }
+        eng.send(&h, &body);
     }
 
     fn control<B: Board>(
@@ -194,7 +234,7 @@ impl LinkServer {
         len: usize,
         ctrl: &mut Controller,
         board: &mut B,
-        tx: &mut impl FnMut(&[u8]),
+        eng: &mut impl Engine,
     ) -> Action {
         let Ok((req, body)) = CtrlHeader::decode(&self.payload[..len]) else {
             self.counters.ignored = self.counters.ignored.wrapping_add(1);
@@ -207,9 +247,7 @@ impl LinkServer {
         let h = |n: usize| Header { length: n as u32, ..Header::new(Channel::Control, flags::DATA) };
         if let Some(cached) = self.cache.lookup(&req, body) {
             self.counters.replays = self.counters.replays.wrapping_add(1);
-            if let Ok(n) = encode_frame(&h(cached.len()), cached, &mut self.frame) {
-                tx(&self.frame[..n]);
-            }
+            eng.send(&h(cached.len()), cached);
             return Action::Continue;
         }
         self.counters.requests = self.counters.requests.wrapping_add(1);
@@ -220,9 +258,7 @@ impl LinkServer {
             // The response is cached before it leaves, so a retry that overtakes a lost answer
             // finds it.
             self.cache.insert(&req, body, reply.bytes);
-            if let Ok(n) = encode_frame(&h(reply.bytes.len()), reply.bytes, &mut self.frame) {
-                tx(&self.frame[..n]);
-            }
+            eng.send(&h(reply.bytes.len()), reply.bytes);
         }
         action
     }

@@ -14,6 +14,7 @@ use ws_firmware::board::HwBoard;
 use ws_firmware::control::{self, Action, Controller, Server};
 use ws_firmware::hal::gpio::Gpio;
 use ws_firmware::hal::hostlink::Hostlink;
+use ws_firmware::hal::link::{LinkEngine, Window};
 use ws_firmware::hal::sysinfo::Sysinfo;
 use ws_firmware::hal::timer::{self, Timer};
 use ws_firmware::hal::uart::{self, Uart};
@@ -84,30 +85,74 @@ fn main() -> ! {
     let mut hostlink = Hostlink::new(p.hostlink);
     // The line wakes WFI in `rt::wait_for_host`; it is enabled in `mie` only there.
     hostlink.set_rx_interrupt(true);
+    let mut engine = LinkEngine::new(p.link);
+    open_echo_windows(&mut engine);
+    engine.set_rx_interrupt(true);
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 
+    let mut frame = [0u8; ws_common::link::MAX_CTRL_PAYLOAD];
     loop {
+        let mut action = Action::Continue;
+        let mut idle = true;
         match hostlink.read() {
+            // Protocol v1 (boot ROM loader, wsctl ping/info/logs) on the host-link bytes.
             Ok(byte) => {
-                // Both protocols read every byte; each ignores the other's frames.
-                let mut action = server.receive(byte, &mut board, &mut |reply| hostlink.write_all(reply));
-                if action == Action::Continue {
-                    action = link.receive(&[byte], server.controller_mut(), &mut board, &mut |reply| {
-                        hostlink.write_all(reply)
-                    });
-                }
-                if action == Action::Reset {
-                    defmt::info!("reset requested by the host");
-                    while !hostlink.tx_empty() {}
-                    logger::drain();
-                    sysinfo.reset();
-                }
+                idle = false;
+                action = server.receive(byte, &mut board, &mut |reply| hostlink.write_all(reply));
             }
-            Err(nb::Error::WouldBlock) => rt::wait_for_host(&hostlink),
+            Err(nb::Error::WouldBlock) => {}
             Err(nb::Error::Other(e)) => defmt::warn!("host link: {}", e),
         }
+        // Protocol v2: whole frames of the firmware channels from the link engine.
+        if action == Action::Continue {
+            match engine.read_frame(&mut frame) {
+                None => {}
+                Some(Ok((h, n))) => {
+                    idle = false;
+                    action = link.frame(h, &frame[..n], server.controller_mut(), &mut board, &mut engine);
+                }
+                Some(Err(e)) => {
+                    idle = false;
+                    link.refused();
+                    defmt::warn!(
+                        "link engine passed a frame the decoder refuses: {}",
+                        defmt::Debug2Format(&e)
+                    );
+                }
+            }
+        }
+        if action == Action::Reset {
+            defmt::info!("reset requested by the host");
+            while !hostlink.tx_empty() {}
+            logger::drain();
+            sysinfo.reset();
+        }
+        if idle {
+            rt::wait_for_host(&hostlink, &engine);
+        }
     }
+}
+
+/// The engine's DMA RAM split into one window per bulk receive channel (2, 3, 4), each looped
+/// back into its transmit slot (2 → 2, 3 → 3, 4 → 6): the board echoes every bulk byte from
+/// the RAM it landed in, without the CPU touching it. This is the link's self-test mode and
+/// the board's only bulk consumer until the data plane takes the channels (MemoryX, issue 5).
+fn open_echo_windows(engine: &mut LinkEngine) {
+    let len = engine.dma_bytes() / 4;
+    // Loopback is static configuration: set it while the windows are still off.
+    engine.set_loopback(0b111);
+    for slot in 0..3 {
+        let w = Window { base: slot as u32 * len, len };
+        if !engine.open_rx(slot, w) {
+            defmt::error!("link: RX window {=usize} at {=u32:#x}+{=u32:#x} refused", slot, w.base, w.len);
+        }
+    }
+    defmt::info!(
+        "link engine: {=u32} KiB DMA RAM, echo windows of {=u32} KiB on channels 2, 3, 4",
+        engine.dma_bytes() / 1024,
+        len / 1024
+    );
 }
 
 #[riscv_rt::core_interrupt(Irq::MachineTimer)]
@@ -120,6 +165,12 @@ fn machine_timer() {
 #[riscv_rt::core_interrupt(Irq::HostlinkRx)]
 fn hostlink_rx() {
     rt::disable(Irq::HostlinkRx);
+}
+
+/// Never expected, as for the host-link line.
+#[riscv_rt::core_interrupt(Irq::LinkRx)]
+fn link_rx() {
+    rt::disable(Irq::LinkRx);
 }
 
 /// Never expected: the UART receive interrupt is never enabled.
@@ -176,7 +227,7 @@ fn panic(info: &PanicInfo<'_>) -> ! {
 /// still halt it; the simulator sees `core_sleep`).
 fn halt() -> ! {
     riscv::interrupt::disable();
-    for irq in [Irq::MachineTimer, Irq::UartRx, Irq::HostlinkRx] {
+    for irq in [Irq::MachineTimer, Irq::UartRx, Irq::HostlinkRx, Irq::LinkRx] {
         rt::disable(irq);
     }
     // SAFETY: nothing else runs any more; the LED owners are stopped with it.

@@ -251,6 +251,449 @@ impl Hostlink {
     }
 }
 
+/// The `link` block: Link protocol v2 engine (docs/link.md, docs/link-engine.md): header and CRC checks at line rate, firmware frame FIFOs for channels 0, 1 (and 5 out), DMA windows for the bulk channels 2, 3, 4 (in) and 2, 3, 6 (out), go-back-N in hardware, counters. RX slot j is channel 2 + j; TX slot k is channel 2, 3, 6.
+#[derive(Debug)]
+pub struct Link {
+    _private: (),
+}
+
+impl Link {
+    /// Base address.
+    pub const BASE: usize = regmap::link::BASE as usize;
+    /// The block's ID word (offset 0).
+    #[inline(always)]
+    pub fn id(&self) -> Reg {
+        Reg(Self::BASE)
+    }
+    /// CTRL (rw): Static configuration. Change `loopback` only while both windows of the slot are off.
+    #[inline(always)]
+    pub fn ctrl(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::CTRL as usize)
+    }
+    /// MAX_PAYLOAD (rw): Negotiated largest bulk payload in bytes (both directions); firmware writes it after HELLO.
+    #[inline(always)]
+    pub fn max_payload(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::MAX_PAYLOAD as usize)
+    }
+    /// WINDOW (rw): Negotiated go-back-N window in frames for the TX senders (clamped to 1..PARAMS.window).
+    #[inline(always)]
+    pub fn window(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::WINDOW as usize)
+    }
+    /// RTO (rw): TX retransmission timeout in cycles; 0 turns it off.
+    #[inline(always)]
+    pub fn rto(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RTO as usize)
+    }
+    /// CH_RESET (wo): Write 1: HELLO without RESUME. Every bulk channel of both halves starts again at seq 0, byte 0; the TX senders take TX_INIT_CREDIT as the host's credit.
+    #[inline(always)]
+    pub fn ch_reset(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::CH_RESET as usize)
+    }
+    /// FW_STATUS (ro): Firmware FIFO levels.
+    #[inline(always)]
+    pub fn fw_status(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::FW_STATUS as usize)
+    }
+    /// FW_RXDATA (ro): Pop one word of the firmware RX FIFO. Read only while FW_STATUS.rx_level is non-zero.
+    #[inline(always)]
+    pub fn fw_rxdata(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::FW_RXDATA as usize)
+    }
+    /// FW_TXDATA (wo): Push one word of a firmware frame: header words 0..4 (the engine computes hcrc and pcrc), then the payload padded to words. Write only while FW_STATUS.tx_free is non-zero.
+    #[inline(always)]
+    pub fn fw_txdata(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::FW_TXDATA as usize)
+    }
+    /// FW_TXCOMMIT (wo): Write 1 after the last word of a frame: the frame becomes eligible to send.
+    #[inline(always)]
+    pub fn fw_txcommit(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::FW_TXCOMMIT as usize)
+    }
+    /// CNT_CLEAR (wo): Write 1: zero every counter of both halves.
+    #[inline(always)]
+    pub fn cnt_clear(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::CNT_CLEAR as usize)
+    }
+    /// CNT_SEL (rw): Selects the counter CNT_VAL reads (docs/link-engine.md "Counter index").
+    #[inline(always)]
+    pub fn cnt_sel(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::CNT_SEL as usize)
+    }
+    /// CNT_VAL (ro): The counter CNT_SEL selects (wrapping u32); 0 for an index with no counter.
+    #[inline(always)]
+    pub fn cnt_val(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::CNT_VAL as usize)
+    }
+    /// PARAMS (ro): The engine's build parameters.
+    #[inline(always)]
+    pub fn params(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::PARAMS as usize)
+    }
+    /// EVENTS (w1c): Sticky RX decisions since the last clear; write 1 to clear.
+    #[inline(always)]
+    pub fn events(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::EVENTS as usize)
+    }
+    /// RX_BASE0 (rw): RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_BASE0 as usize)
+    }
+    /// RX_BASE[i] for i < 3: instance i of the array, at RX_BASE0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_BASE0 as usize + i * 0x20)
+    }
+    /// RX_BASE1 (rw): RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_BASE1 as usize)
+    }
+    /// RX_BASE2 (rw): RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_BASE2 as usize)
+    }
+    /// RX_LEN0 (rw): RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_len0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_LEN0 as usize)
+    }
+    /// RX_LEN[i] for i < 3: instance i of the array, at RX_LEN0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_len(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_LEN0 as usize + i * 0x20)
+    }
+    /// RX_LEN1 (rw): RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_len1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_LEN1 as usize)
+    }
+    /// RX_LEN2 (rw): RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_len2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_LEN2 as usize)
+    }
+    /// RX_EN0 (rw/ro): RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_en0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EN0 as usize)
+    }
+    /// RX_EN[i] for i < 3: instance i of the array, at RX_EN0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_en(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_EN0 as usize + i * 0x20)
+    }
+    /// RX_EN1 (rw/ro): RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_en1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EN1 as usize)
+    }
+    /// RX_EN2 (rw/ro): RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_en2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EN2 as usize)
+    }
+    /// RX_RELEASED0 (rw): The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_released0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_RELEASED0 as usize)
+    }
+    /// RX_RELEASED[i] for i < 3: instance i of the array, at RX_RELEASED0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_released(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_RELEASED0 as usize + i * 0x20)
+    }
+    /// RX_RELEASED1 (rw): The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_released1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_RELEASED1 as usize)
+    }
+    /// RX_RELEASED2 (rw): The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_released2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_RELEASED2 as usize)
+    }
+    /// RX_EXPECTED0 (ro): The next seq the RX receiver expects (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_expected0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EXPECTED0 as usize)
+    }
+    /// RX_EXPECTED[i] for i < 3: instance i of the array, at RX_EXPECTED0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_expected(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_EXPECTED0 as usize + i * 0x20)
+    }
+    /// RX_EXPECTED1 (ro): The next seq the RX receiver expects (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_expected1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EXPECTED1 as usize)
+    }
+    /// RX_EXPECTED2 (ro): The next seq the RX receiver expects (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_expected2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_EXPECTED2 as usize)
+    }
+    /// RX_COMMITTED0 (ro): Payload bytes committed since the channel was reset (wrapping) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_committed0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_COMMITTED0 as usize)
+    }
+    /// RX_COMMITTED[i] for i < 3: instance i of the array, at RX_COMMITTED0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_committed(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_COMMITTED0 as usize + i * 0x20)
+    }
+    /// RX_COMMITTED1 (ro): Payload bytes committed since the channel was reset (wrapping) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_committed1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_COMMITTED1 as usize)
+    }
+    /// RX_COMMITTED2 (ro): Payload bytes committed since the channel was reset (wrapping) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_committed2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_COMMITTED2 as usize)
+    }
+    /// RX_CREDIT0 (ro): The credit the receiver advertises: released + len (wrapping) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn rx_credit0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_CREDIT0 as usize)
+    }
+    /// RX_CREDIT[i] for i < 3: instance i of the array, at RX_CREDIT0 + i × 0x20.
+    #[inline(always)]
+    pub fn rx_credit(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::RX_CREDIT0 as usize + i * 0x20)
+    }
+    /// RX_CREDIT1 (ro): The credit the receiver advertises: released + len (wrapping) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn rx_credit1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_CREDIT1 as usize)
+    }
+    /// RX_CREDIT2 (ro): The credit the receiver advertises: released + len (wrapping) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn rx_credit2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::RX_CREDIT2 as usize)
+    }
+    /// TX_BASE0 (rw): TX window base (ignored in loopback) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_BASE0 as usize)
+    }
+    /// TX_BASE[i] for i < 3: instance i of the array, at TX_BASE0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_BASE0 as usize + i * 0x40)
+    }
+    /// TX_BASE1 (rw): TX window base (ignored in loopback) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_BASE1 as usize)
+    }
+    /// TX_BASE2 (rw): TX window base (ignored in loopback) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_BASE2 as usize)
+    }
+    /// TX_LEN0 (rw): TX window length in bytes (ignored in loopback) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_len0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_LEN0 as usize)
+    }
+    /// TX_LEN[i] for i < 3: instance i of the array, at TX_LEN0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_len(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_LEN0 as usize + i * 0x40)
+    }
+    /// TX_LEN1 (rw): TX window length in bytes (ignored in loopback) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_len1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_LEN1 as usize)
+    }
+    /// TX_LEN2 (rw): TX window length in bytes (ignored in loopback) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_len2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_LEN2 as usize)
+    }
+    /// TX_EN0 (rw/ro): TX window enable (ignored in loopback) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_en0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_EN0 as usize)
+    }
+    /// TX_EN[i] for i < 3: instance i of the array, at TX_EN0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_en(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_EN0 as usize + i * 0x40)
+    }
+    /// TX_EN1 (rw/ro): TX window enable (ignored in loopback) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_en1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_EN1 as usize)
+    }
+    /// TX_EN2 (rw/ro): TX window enable (ignored in loopback) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_en2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_EN2 as usize)
+    }
+    /// TX_READY0 (rw): The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_ready0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_READY0 as usize)
+    }
+    /// TX_READY[i] for i < 3: instance i of the array, at TX_READY0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_ready(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_READY0 as usize + i * 0x40)
+    }
+    /// TX_READY1 (rw): The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_ready1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_READY1 as usize)
+    }
+    /// TX_READY2 (rw): The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_ready2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_READY2 as usize)
+    }
+    /// TX_INIT_CREDIT0 (rw): The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_init_credit0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_INIT_CREDIT0 as usize)
+    }
+    /// TX_INIT_CREDIT[i] for i < 3: instance i of the array, at TX_INIT_CREDIT0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_init_credit(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_INIT_CREDIT0 as usize + i * 0x40)
+    }
+    /// TX_INIT_CREDIT1 (rw): The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_init_credit1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_INIT_CREDIT1 as usize)
+    }
+    /// TX_INIT_CREDIT2 (rw): The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_init_credit2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_INIT_CREDIT2 as usize)
+    }
+    /// TX_ACKED_SEQ0 (ro): The oldest seq the host has not acknowledged (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_seq0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_SEQ0 as usize)
+    }
+    /// TX_ACKED_SEQ[i] for i < 3: instance i of the array, at TX_ACKED_SEQ0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_acked_seq(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_ACKED_SEQ0 as usize + i * 0x40)
+    }
+    /// TX_ACKED_SEQ1 (ro): The oldest seq the host has not acknowledged (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_seq1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_SEQ1 as usize)
+    }
+    /// TX_ACKED_SEQ2 (ro): The oldest seq the host has not acknowledged (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_seq2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_SEQ2 as usize)
+    }
+    /// TX_NEXT_SEQ0 (ro): The seq of the next new frame (HELLO tx_next) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_next_seq0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_NEXT_SEQ0 as usize)
+    }
+    /// TX_NEXT_SEQ[i] for i < 3: instance i of the array, at TX_NEXT_SEQ0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_next_seq(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_NEXT_SEQ0 as usize + i * 0x40)
+    }
+    /// TX_NEXT_SEQ1 (ro): The seq of the next new frame (HELLO tx_next) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_next_seq1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_NEXT_SEQ1 as usize)
+    }
+    /// TX_NEXT_SEQ2 (ro): The seq of the next new frame (HELLO tx_next) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_next_seq2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_NEXT_SEQ2 as usize)
+    }
+    /// TX_SENT_BYTES0 (ro): Stream position sent so far (rewinds on a go-back-N) (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_sent_bytes0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_SENT_BYTES0 as usize)
+    }
+    /// TX_SENT_BYTES[i] for i < 3: instance i of the array, at TX_SENT_BYTES0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_sent_bytes(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_SENT_BYTES0 as usize + i * 0x40)
+    }
+    /// TX_SENT_BYTES1 (ro): Stream position sent so far (rewinds on a go-back-N) (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_sent_bytes1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_SENT_BYTES1 as usize)
+    }
+    /// TX_SENT_BYTES2 (ro): Stream position sent so far (rewinds on a go-back-N) (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_sent_bytes2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_SENT_BYTES2 as usize)
+    }
+    /// TX_ACKED_BYTES0 (ro): Stream position the host has acknowledged (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_bytes0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_BYTES0 as usize)
+    }
+    /// TX_ACKED_BYTES[i] for i < 3: instance i of the array, at TX_ACKED_BYTES0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_acked_bytes(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_ACKED_BYTES0 as usize + i * 0x40)
+    }
+    /// TX_ACKED_BYTES1 (ro): Stream position the host has acknowledged (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_bytes1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_BYTES1 as usize)
+    }
+    /// TX_ACKED_BYTES2 (ro): Stream position the host has acknowledged (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_acked_bytes2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_ACKED_BYTES2 as usize)
+    }
+    /// TX_CREDIT0 (ro): The host's latest credit on the slot's channel (instance 0 of 3.)
+    #[inline(always)]
+    pub fn tx_credit0(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_CREDIT0 as usize)
+    }
+    /// TX_CREDIT[i] for i < 3: instance i of the array, at TX_CREDIT0 + i × 0x40.
+    #[inline(always)]
+    pub fn tx_credit(&self, i: usize) -> Reg {
+        debug_assert!(i < 3);
+        Reg(Self::BASE + regmap::link::TX_CREDIT0 as usize + i * 0x40)
+    }
+    /// TX_CREDIT1 (ro): The host's latest credit on the slot's channel (instance 1 of 3.)
+    #[inline(always)]
+    pub fn tx_credit1(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_CREDIT1 as usize)
+    }
+    /// TX_CREDIT2 (ro): The host's latest credit on the slot's channel (instance 2 of 3.)
+    #[inline(always)]
+    pub fn tx_credit2(&self) -> Reg {
+        Reg(Self::BASE + regmap::link::TX_CREDIT2 as usize)
+    }
+}
+
 /// Every register block, each owned once.
 #[derive(Debug)]
 pub struct Peripherals {
@@ -264,6 +707,8 @@ pub struct Peripherals {
     pub gpio: Gpio,
     /// The `hostlink` block.
     pub hostlink: Hostlink,
+    /// The `link` block.
+    pub link: Link,
 }
 
 static mut TAKEN: bool = false;
@@ -296,6 +741,7 @@ impl Peripherals {
             uart: Uart { _private: () },
             gpio: Gpio { _private: () },
             hostlink: Hostlink { _private: () },
+            link: Link { _private: () },
         }
     }
 }

@@ -21,6 +21,7 @@ use riscv::register::{mcountinhibit, mcycle};
 use ws_common::regmap::irq;
 
 use crate::hal::hostlink::Hostlink;
+use crate::hal::link::LinkEngine;
 
 /// The interrupt lines of the weightstream SoC (docs/soc.md), as core interrupts.
 #[riscv::pac_enum(unsafe CoreInterruptNumber)]
@@ -33,6 +34,8 @@ pub enum Irq {
     UartRx = 16,
     /// Host-link receive FIFO not empty.
     HostlinkRx = 17,
+    /// Link engine: a firmware frame waits.
+    LinkRx = 18,
 }
 
 // The enum above must spell the same numbers as the generated register map.
@@ -40,6 +43,7 @@ const _: () = assert!(
     Irq::MachineTimer as u32 == irq::TIMER
         && Irq::UartRx as u32 == irq::UART_RX
         && Irq::HostlinkRx as u32 == irq::HOSTLINK_RX
+        && Irq::LinkRx as u32 == irq::LINK_RX
 );
 
 // The trap entries riscv-rt writes to mtvec, 256-byte aligned for CV32E40P. `_pre_init_trap`
@@ -94,14 +98,18 @@ pub fn disable(irq: Irq) {
 /// (RISC-V privileged spec §3.3.3; CV32E40P `irq_wu_ctrl = |(irq_i & mie)`). The host-link
 /// line is enabled in `mie` only around the WFI, so it never traps; the timer interrupt that
 /// woke us is taken when `MIE` is restored. The simulator sees `core_sleep` and can throttle.
-pub fn wait_for_host(hostlink: &Hostlink) {
+///
+/// The link engine's line (18) works the same way: its frames wake the core too.
+pub fn wait_for_host(hostlink: &Hostlink, link: &LinkEngine) {
     riscv::interrupt::free(|| {
-        if hostlink.rx_level() == 0 {
+        if hostlink.rx_level() == 0 && link.rx_level() == 0 {
             enable(Irq::HostlinkRx);
+            enable(Irq::LinkRx);
             compiler_fence(Ordering::SeqCst);
             riscv::asm::wfi();
             compiler_fence(Ordering::SeqCst);
             disable(Irq::HostlinkRx);
+            disable(Irq::LinkRx);
         }
     });
 }

@@ -198,20 +198,46 @@ fn new_server() -> (ws_firmware::control::Server, FuzzBoard) {
     (Server::new(Controller::new(info, windows)), FuzzBoard { windows })
 }
 
-/// Fuzz body: the firmware's control request parsers and command handler, v1 and link v2
-/// side by side on every byte as the firmware's main loop runs them.
+/// The link engine's register view for the v2 server: fixed channel state, and every frame
+/// the server sends encoded as the engine's TX half would.
+#[derive(Default)]
+struct FuzzEngine {
+    replies: Vec<Vec<u8>>,
+}
+
+impl ws_firmware::link::Engine for FuzzEngine {
+    fn channel_state(&self) -> [link::hello::ChannelState; link::CHANNELS] {
+        [link::hello::ChannelState { credit: 16384, ..Default::default() }; link::CHANNELS]
+    }
+    fn reset_channels(&mut self, _host: &[link::hello::ChannelState; link::CHANNELS]) {}
+    fn set_negotiated(&mut self, max_payload: u32, window: u16) {
+        assert!((1..=link::MAX_PAYLOAD as u32).contains(&max_payload) && window >= 1);
+    }
+    fn send(&mut self, h: &link::Header, payload: &[u8]) {
+        let mut f = vec![0u8; link::frame_len(payload.len())];
+        let n = link::encode_frame(&link::Header { length: payload.len() as u32, ..*h }, payload, &mut f)
+            .expect("the server sends only frames the encoder accepts");
+        f.truncate(n);
+        self.replies.push(f);
+    }
+    fn window(&self) -> u16 {
+        16
+    }
+}
+
+/// Fuzz body: the firmware's control request parsers and command handler, v1 on every byte
+/// and link v2 on the frames the shared decoder finds in the same bytes (what the link
+/// engine hands the firmware), side by side.
 pub fn ctrl_request(data: &[u8]) {
     use ws_firmware::control::Action;
     let (mut server, mut board) = new_server();
     let mut link = Box::new(ws_firmware::link::LinkServer::new());
     let mut replies: Vec<Vec<u8>> = Vec::new();
-    let mut v2_replies: Vec<Vec<u8>> = Vec::new();
+    let mut engine = FuzzEngine::default();
     for &b in data {
         let mut action = server.receive(b, &mut board, &mut |r: &[u8]| replies.push(r.to_vec()));
         if action == Action::Continue {
-            action = link.receive(&[b], server.controller_mut(), &mut board, &mut |r: &[u8]| {
-                v2_replies.push(r.to_vec())
-            });
+            action = link.receive(&[b], server.controller_mut(), &mut board, &mut engine);
         }
         if action == Action::Reset {
             // The board resets: fresh servers, as after boot.
@@ -220,7 +246,7 @@ pub fn ctrl_request(data: &[u8]) {
         }
     }
     // Every v2 reply is exactly one good frame: a HELLO on channel 0 or a response on 1.
-    for r in v2_replies {
+    for r in engine.replies {
         let mut dec = Box::new(link::Decoder::<{ link::MAX_CTRL_FRAME }>::new());
         let f = dec.feed(&r);
         match f.event {

@@ -14,8 +14,8 @@
 // MemoryX) takes a cycle in which its port is idle: a write when RX does not write, a read
 // when TX does not read. Read data comes back one cycle after the handshake (ext_rvalid).
 //
-// Loopback (cfg_loopback bit 0 = channel 2, bit 1 = channel 3): the channel's TX window is
-// its RX window. The TX half takes the RX window's enable and geometry, its producer pointer
+// Loopback (cfg_loopback bit 0 = channel 2, bit 1 = channel 3, bit 2 = channel 4 into
+// channel 6, the RX and TX slots 2): the channel's TX window is its RX window. The TX half takes the RX window's enable and geometry, its producer pointer
 // is the RX committed pointer (win_ready = rx_committed), and the RX consumer pointer is the
 // TX acknowledged pointer (released = acked_bytes), so bytes the host sends come back from
 // the same RAM without a copy. RX never writes past released + len = acked_bytes + len, which
@@ -81,7 +81,7 @@ module ws_link #(
     input  wire [16:0]                  cfg_max_payload,    // both halves: bulk length limit
     input  wire [15:0]                  cfg_window,         // TX: frames outstanding, clamped to 1..WINDOW
     input  wire [31:0]                  cfg_rto,            // TX: retransmission timeout in cycles, 0 = off
-    input  wire [1:0]                   cfg_loopback,       // bit 0: channel 2, bit 1: channel 3
+    input  wire [2:0]                   cfg_loopback,       // per slot: 2 -> 2, 3 -> 3, 4 -> 6
 
     // RX windows and consumers, per RX slot j (channels 2, 3, 4).
     input  wire [2:0]                   rx_win_en,
@@ -165,7 +165,7 @@ module ws_link #(
 
     // ------------------------------------------------------------------ loopback
 
-    wire [2:0]      loop = {1'b0, cfg_loopback};   // per slot: slots 0, 1 are channels 2, 3 in both halves
+    wire [2:0]      loop = cfg_loopback;   // per slot: RX slot j feeds TX slot j (2 -> 2, 3 -> 3, 4 -> 6)
     wire [2:0]      tx_en_eff;
     wire [3*32-1:0] tx_base_eff;
     wire [3*32-1:0] tx_len_eff;

@@ -23,7 +23,8 @@ module ws_soc #(
     parameter [31:0] BUILD_HASH = 32'h0,       // first 32 bits of the HDL source hash (sysinfo)
     parameter RAM_BYTES = 256 * 1024,          // main RAM size; a power of two, at most 256 KiB
     parameter BOOTROM_INIT = "bootrom.hex",    // $readmemh image for the boot ROM
-    parameter [31:0] JTAG_IDCODE = 32'h1000_5a57  // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
+    parameter [31:0] JTAG_IDCODE = 32'h1000_5a57, // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
+    parameter LINK_DMA_BYTES = 65536           // link engine DMA RAM (bulk-channel windows)
 ) (
     input  wire       clk,
     input  wire       rst,
@@ -50,6 +51,15 @@ module ws_soc #(
     output wire       m_link_valid,
     input  wire       m_link_ready,
     output wire [7:0] m_link_data,
+
+    // Link engine PHY words (link protocol v2, docs/link.md), host to board and back; a
+    // board's PHY adapter (boards/*/rtl) or the simulator drives them. Stream byte 0 is [7:0].
+    input  wire        s_phy_valid,
+    output wire        s_phy_ready,
+    input  wire [31:0] s_phy_data,
+    output wire        m_phy_valid,
+    input  wire        m_phy_ready,
+    output wire [31:0] m_phy_data,
 
     // CV32E40P sleeps in WFI.
     output wire       core_sleep
@@ -92,10 +102,12 @@ module ws_soc #(
     localparam IRQ_TIMER = 7;
     localparam IRQ_UART_RX = 16;
     localparam IRQ_HOSTLINK_RX = 17;
+    localparam IRQ_LINK_RX = 18;
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
-    localparam NUM_SLOTS = 5;
-    localparam [31:0] SLOT_MASK = 32'h0000_001f;
+    localparam NUM_SLOTS = 9;
+    localparam [31:0] SLOT_MASK = 32'h0000_011f;
+    localparam SLOT_LINK = 8;
 
     // Core and peripheral reset length after a software reset request.
     localparam SOFT_RESET_CYCLES = 16;
@@ -195,6 +207,7 @@ module ws_soc #(
     wire        irq_timer;
     wire        irq_uart;
     wire        irq_hostlink;
+    wire        irq_link;
     wire [31:0] core_irq;
 
     wire        core_irq_ack;
@@ -206,7 +219,8 @@ module ws_soc #(
 
     assign core_irq = (32'd1 << IRQ_TIMER) & {32{irq_timer}}
         | (32'd1 << IRQ_UART_RX) & {32{irq_uart}}
-        | (32'd1 << IRQ_HOSTLINK_RX) & {32{irq_hostlink}};
+        | (32'd1 << IRQ_HOSTLINK_RX) & {32{irq_hostlink}}
+        | (32'd1 << IRQ_LINK_RX) & {32{irq_link}};
 
     cv32e40p_top #(
         .COREV_PULP(0),
@@ -606,11 +620,47 @@ module ws_soc #(
         .irq(irq_hostlink)
     );
 
+    // Slots 5..7 are empty: they read 0.
+    assign reg_rdata[5*32 +: 3*32] = {3*32{1'b0}};
+
+    // The link engine's external DMA port is for the data-plane blocks; none is in the SoC yet.
+    wire        link_ext_ready;
+    wire        link_ext_rvalid;
+    wire [31:0] link_ext_rdata;
+
+    ws_link_block #(
+        .DMA_BYTES(LINK_DMA_BYTES)
+    ) link_inst (
+        .clk(clk),
+        .rst(periph_rst),
+        .reg_req(reg_req[SLOT_LINK]),
+        .reg_we(reg_we),
+        .reg_addr(reg_addr),
+        .reg_wdata(reg_wdata),
+        .reg_be(reg_be),
+        .reg_rdata(reg_rdata[SLOT_LINK*32 +: 32]),
+        .s_phy_valid(s_phy_valid),
+        .s_phy_ready(s_phy_ready),
+        .s_phy_data(s_phy_data),
+        .m_phy_valid(m_phy_valid),
+        .m_phy_ready(m_phy_ready),
+        .m_phy_data(m_phy_data),
+        .ext_valid(1'b0),
+        .ext_ready(link_ext_ready),
+        .ext_we(1'b0),
+        .ext_addr({($clog2(LINK_DMA_BYTES) - 2){1'b0}}),
+        .ext_wdata(32'd0),
+        .ext_rvalid(link_ext_rvalid),
+        .ext_rdata(link_ext_rdata),
+        .irq(irq_link)
+    );
+
     // Outputs and bus lanes nothing consumes: core and debug status pins, the JTAG output
     // enable (the pin is never shared), unmapped-access pulses (a later issue may count them),
     // address bits outside each slave's window and the write lanes of read-only ports.
     wire _unused_ok = &{1'b0, core_irq_ack, core_irq_id, debug_havereset, debug_running,
                         debug_halted, jtag_tdo_oe, dmactive, fi_err_unmapped, d_err_unmapped,
+                        reg_req[7:5], link_ext_ready, link_ext_rvalid, link_ext_rdata,
                         fi_m_addr[FI_ROM*32 +: 2],
                         fi_m_addr[FI_ROM*32 + ROM_ADDR_WIDTH +: 32 - ROM_ADDR_WIDTH],
                         fi_m_addr[FI_RAM*32 +: 2],

@@ -7,6 +7,11 @@
 //     board->host bytes leaving m_link_* are collected; m_link_ready stays high unless the
 //     collect buffer is full (the simulated host is never the bottleneck unless it stops
 //     reading);
+//   - the link engine's PHY word streams (s_phy_*, m_phy_*, link protocol v2): host->board
+//     bytes are packed four to a word, stream byte 0 in bits 7:0, and a partial word waits
+//     for the rest (every v2 frame is a whole number of words, docs/link.md "Frame", so only a
+//     fault-truncated frame leaves one, and the next frame completes it); board->host words
+//     are unpacked into bytes, with the same collect-buffer backpressure;
 //   - a UART receiver on uart_tx (8N1, LSB first) at the divisor the firmware programmed,
 //     read from ws_uart's `div` (public_flat_rd in hdl/sim/sim.vlt), collecting log bytes;
 //   - the idle levels of the other inputs: uart_rx high (idle line), gpio_in 0, JTAG with
@@ -33,7 +38,7 @@
 
 namespace {
 
-constexpr uint32_t kAbi = 1;
+constexpr uint32_t kAbi = 2;
 
 // ws_soc_run stop conditions.
 constexpr uint32_t kStopOnSleep = 1u << 0;  // return as soon as the core sleeps with no input
@@ -62,6 +67,13 @@ struct Soc {
     size_t tx_cap = 64 * 1024;
     uint64_t rx_bytes = 0;     // accepted by the SoC
     uint64_t tx_bytes = 0;     // delivered by the SoC
+
+    // Link engine PHY (words), as bytes on the host side.
+    std::deque<uint8_t> prx;   // host -> board, four at a time into s_phy_*
+    std::vector<uint8_t> ptx;  // board -> host, collected
+    size_t ptx_cap = 256 * 1024;
+    uint64_t prx_bytes = 0;
+    uint64_t ptx_bytes = 0;
 
     // UART receiver.
     uint32_t fallback_div = 16;
@@ -130,11 +142,25 @@ struct Soc {
         uart_state = 0;
     }
 
+    inline void present_phy_word() {
+        const bool have = prx.size() >= 4;
+        top->s_phy_valid = have;
+        top->s_phy_data = have ? static_cast<uint32_t>(prx[0]) | static_cast<uint32_t>(prx[1]) << 8
+                                     | static_cast<uint32_t>(prx[2]) << 16 | static_cast<uint32_t>(prx[3]) << 24
+                               : 0;
+    }
+
+    // The engine has bytes to take or words to give (the core may sleep meanwhile).
+    bool phy_busy() const { return prx.size() >= 4 || top->m_phy_valid; }
+
     inline void cycle_once() {
         // Handshakes are decided by the values settled before the rising edge.
         const bool s_fire = top->s_link_valid && top->s_link_ready;
         const bool m_fire = top->m_link_valid && top->m_link_ready;
         const uint8_t m_byte = top->m_link_data;
+        const bool ps_fire = top->s_phy_valid && top->s_phy_ready;
+        const bool pm_fire = top->m_phy_valid && top->m_phy_ready;
+        const uint32_t pm_word = top->m_phy_data;
 
         top->clk = 1;
         top->eval();
@@ -148,12 +174,22 @@ struct Soc {
             tx.push_back(m_byte);
             ++tx_bytes;
         }
+        if (ps_fire) {
+            for (int i = 0; i < 4; ++i) prx.pop_front();
+            prx_bytes += 4;
+        }
+        if (pm_fire) {
+            for (int i = 0; i < 4; ++i) ptx.push_back(static_cast<uint8_t>(pm_word >> (8 * i)));
+            ptx_bytes += 4;
+        }
         uart_step(top->uart_tx);
 
         const bool have_rx = !rx.empty();
         top->s_link_valid = have_rx;
         top->s_link_data = have_rx ? rx.front() : 0;
         top->m_link_ready = tx.size() < tx_cap;
+        present_phy_word();
+        top->m_phy_ready = ptx.size() + 4 <= ptx_cap;
 
         top->clk = 0;
         top->eval();
@@ -214,6 +250,9 @@ void* ws_soc_create(const char* fst_path, uint32_t uart_div_fallback) {
     t->s_link_valid = 0;
     t->s_link_data = 0;
     t->m_link_ready = 1;
+    t->s_phy_valid = 0;
+    t->s_phy_data = 0;
+    t->m_phy_ready = 1;
     s->fallback_div = uart_div_fallback ? uart_div_fallback : 16;
     t->eval();
 
@@ -279,6 +318,8 @@ void ws_soc_reset(void* h, uint64_t cycles) {
     Soc* s = S(h);
     s->rx.clear();
     s->tx.clear();
+    s->prx.clear();
+    s->ptx.clear();
     s->uart_state = 0;
     s->top->rst = 1;
     for (uint64_t i = 0; i < cycles; ++i) s->cycle_once();
@@ -295,7 +336,7 @@ uint64_t ws_soc_run(void* h, uint64_t max_cycles, uint32_t stop, uint32_t* reaso
     while (n < max_cycles) {
         s->cycle_once();
         ++n;
-        if (s->tx.size() >= s->tx_cap) {
+        if (s->tx.size() >= s->tx_cap || s->ptx.size() + 4 > s->ptx_cap) {
             why |= kTxFull;
             break;
         }
@@ -303,7 +344,7 @@ uint64_t ws_soc_run(void* h, uint64_t max_cycles, uint32_t stop, uint32_t* reaso
             why |= kTxData;
             break;
         }
-        if ((stop & kStopOnSleep) && s->top->core_sleep && s->rx.empty()) {
+        if ((stop & kStopOnSleep) && s->top->core_sleep && s->rx.empty() && !s->phy_busy()) {
             why |= kSleeping;
             break;
         }
@@ -342,6 +383,30 @@ uint64_t ws_soc_tx_pending(void* h) { return S(h)->tx.size(); }
 // Bytes the collect buffer holds before m_link_ready drops (backpressure toward the SoC).
 void ws_soc_set_tx_cap(void* h, uint64_t cap) { S(h)->tx_cap = cap ? cap : 1; }
 
+// Host -> board bytes for the link engine's PHY.
+void ws_soc_push_phy(void* h, const uint8_t* data, uint64_t n) {
+    Soc* s = S(h);
+    s->prx.insert(s->prx.end(), data, data + n);
+    if (!s->top->s_phy_valid && s->prx.size() >= 4) {
+        s->present_phy_word();
+        s->top->eval();
+    }
+}
+
+uint64_t ws_soc_phy_rx_pending(void* h) { return S(h)->prx.size(); }
+
+// Board -> host bytes from the link engine's PHY; copies up to `cap` and removes them.
+uint64_t ws_soc_take_phy(void* h, uint8_t* out, uint64_t cap) {
+    Soc* s = S(h);
+    const uint64_t n = s->ptx.size() < cap ? s->ptx.size() : cap;
+    std::memcpy(out, s->ptx.data(), n);
+    s->ptx.erase(s->ptx.begin(), s->ptx.begin() + static_cast<std::ptrdiff_t>(n));
+    return n;
+}
+
+// 1 while the engine has a whole word to take or a word to give.
+uint32_t ws_soc_phy_busy(void* h) { return S(h)->phy_busy() ? 1 : 0; }
+
 // UART log bytes decoded so far; copies up to `cap` and removes them.
 uint64_t ws_soc_take_log(void* h, uint8_t* out, uint64_t cap) {
     Soc* s = S(h);
@@ -352,7 +417,8 @@ uint64_t ws_soc_take_log(void* h, uint8_t* out, uint64_t cap) {
 }
 
 // Counters: 0 link rx bytes, 1 link tx bytes, 2 log bytes, 3 UART framing errors,
-// 4 current UART divisor, 5 RAM words (0 when the backdoor is missing).
+// 4 current UART divisor, 5 RAM words (0 when the backdoor is missing), 6 PHY rx bytes,
+// 7 PHY tx bytes.
 uint64_t ws_soc_counter(void* h, uint32_t which) {
     Soc* s = S(h);
     switch (which) {
@@ -362,6 +428,8 @@ uint64_t ws_soc_counter(void* h, uint32_t which) {
     case 3: return s->uart_framing;
     case 4: return s->div_now();
     case 5: return s->ram_words;
+    case 6: return s->prx_bytes;
+    case 7: return s->ptx_bytes;
     default: return 0;
     }
 }

@@ -85,14 +85,17 @@ fn process_exists(pid: u32) -> bool {
 fn ready_line_names_loopback_ports_and_the_pid() {
     let sim = echo();
     let r = sim.ready();
-    for a in [r.link, r.log, r.ctrl] {
+    for a in [r.link, r.log, r.ctrl, r.phy] {
         assert!(a.ip().is_loopback() && a.port() != 0, "{a}");
     }
     assert_eq!(r.pid, sim.pid());
     let s = ok(&sim.stats().unwrap()).clone();
     assert_eq!(s["pid"], sim.pid());
-    assert!(parse_ready_line(&format!("WS-SIM READY link={} log={} ctrl={} pid=1", r.link, r.log, r.ctrl))
-        .is_some());
+    assert!(parse_ready_line(&format!(
+        "WS-SIM READY link={} log={} ctrl={} phy={} pid=1",
+        r.link, r.log, r.ctrl, r.phy
+    ))
+    .is_some());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Scenario: link protocol v2 on the control channel, through the simulator's fault injector.
 //!
-//! The host says HELLO (the board answers with its version and, having no DMA engine yet, no
-//! bulk credit), then runs control requests while the simulator drops and corrupts a fifth of
+//! The host says HELLO to the board's link engine (the board answers with its version and the
+//! credit of its DMA windows on the bulk channels), then runs control requests while the simulator drops and corrupts a fifth of
 //! the frames on channels 0 and 1 in both directions. Every request must succeed by
 //! retrying under its own request id, and the board must run each exactly once: the replay
 //! cache answers the retries. Every board-to-host frame the injector damaged in its payload
@@ -23,15 +23,15 @@ fn control_over_link_v2_survives_faults_and_runs_each_request_once() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    // A second link client replaces the rig's v1 client.
-    let t = SimTransport::connect(sim.link_addr()).expect("link port");
+    // The link engine's PHY, beside the rig's v1 client on the host-link bytes.
+    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
     let mut link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(20)).expect("HELLO");
     let LinkState::Up { max_payload, window, resumed } = link.endpoint().state().clone() else {
         unreachable!()
     };
     assert_eq!((max_payload, window, resumed), (4096, 16, false));
     for ch in [Channel::Weights, Channel::Gradients, Channel::Data] {
-        assert_eq!(link.endpoint().peer_state(ch).unwrap().credit, 0, "{ch:?}: no DMA engine, no credit");
+        assert_eq!(link.endpoint().peer_state(ch).unwrap().credit, 16384, "{ch:?}: a 16 KiB DMA window");
     }
     let t = Duration::from_secs(5);
     assert_eq!(link.request(&Ping { nonce: 0x1234_5678 }, t, 0).expect("ping over v2"), 0x1234_5678);

@@ -415,16 +415,19 @@ pub struct SimPorts {
     pub ctrl: u16,
     /// JTAG server (XVC / remote_bitbang).
     pub jtag: u16,
+    /// The link engine's PHY: link protocol v2 bytes.
+    pub phy: u16,
 }
 
 impl SimPorts {
-    /// Ports for a base: link, log, control and JTAG in that order.
+    /// Ports for a base: link, log, control, JTAG and PHY in that order.
     pub fn from_base(base: u16) -> Self {
         Self {
             link: base,
             log: base.saturating_add(1),
             ctrl: base.saturating_add(2),
             jtag: base.saturating_add(3),
+            phy: base.saturating_add(4),
         }
     }
 }
@@ -556,8 +559,8 @@ impl Board {
                 if l.port_base == 0 {
                     return bad("`link.port_base` is 0, which only private simulators use; pick a fixed port such as 7450".into());
                 }
-                if l.port_base > u16::MAX - 3 {
-                    return bad(format!("`link.port_base` {} leaves no room for its 4 ports", l.port_base));
+                if l.port_base > u16::MAX - 4 {
+                    return bad(format!("`link.port_base` {} leaves no room for its 5 ports", l.port_base));
                 }
                 if let Err(e) = l.addr(l.port_base) {
                     return bad(format!("`link.host` does not resolve: {e}"));
@@ -801,7 +804,7 @@ port = 7453
         let b = parse(SIM).unwrap();
         assert_eq!(b.kind, BoardKind::Sim);
         let l = b.sim_link().unwrap();
-        assert_eq!(l.ports(), SimPorts { link: 7450, log: 7451, ctrl: 7452, jtag: 7453 });
+        assert_eq!(l.ports(), SimPorts { link: 7450, log: 7451, ctrl: 7452, jtag: 7453, phy: 7454 });
         assert_eq!(l.addr(7450).unwrap().to_string(), "127.0.0.1:7450");
         assert_eq!(b.memory("ram").unwrap().end(), 0x1004_0000);
     }

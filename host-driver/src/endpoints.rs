@@ -51,6 +51,8 @@ pub struct Endpoints {
     pub log: SocketAddr,
     /// Simulator control port.
     pub ctrl: SocketAddr,
+    /// The link engine's PHY (link protocol v2).
+    pub phy: SocketAddr,
     /// Where they came from.
     pub source: Source,
 }
@@ -63,7 +65,13 @@ impl Endpoints {
             let link = resolve(a)?;
             let ports = SimPorts::from_base(link.port());
             let with = |port| SocketAddr::new(link.ip(), port);
-            return Ok(Self { link, log: with(ports.log), ctrl: with(ports.ctrl), source: Source::Override });
+            return Ok(Self {
+                link,
+                log: with(ports.log),
+                ctrl: with(ports.ctrl),
+                phy: with(ports.phy),
+                source: Source::Override,
+            });
         }
         let sim = board.sim_link()?;
         if let Some(state) = home.running(&mut Vec::new())? {
@@ -72,6 +80,9 @@ impl Endpoints {
                     link: state.link,
                     log: state.log,
                     ctrl: state.ctrl,
+                    phy: state.phy.unwrap_or_else(|| {
+                        SocketAddr::new(state.link.ip(), SimPorts::from_base(state.link.port()).phy)
+                    }),
                     source: Source::RunningSim { pid: state.pid },
                 });
             }
@@ -81,13 +92,19 @@ impl Endpoints {
             link: sim.addr(ports.link)?,
             log: sim.addr(ports.log)?,
             ctrl: sim.addr(ports.ctrl)?,
+            phy: sim.addr(ports.phy)?,
             source: Source::Board { name: board.name.clone(), path: board.path.clone() },
         })
     }
 
-    /// Opens the host link.
+    /// Opens the host link (protocol v1 bytes).
     pub fn open_link(&self) -> Result<Box<dyn Transport>> {
         Ok(Box::new(SimTransport::connect(self.link)?))
+    }
+
+    /// Opens the link engine's PHY (protocol v2).
+    pub fn open_phy(&self) -> Result<Box<dyn Transport>> {
+        Ok(Box::new(SimTransport::connect(self.phy)?))
     }
 }
 

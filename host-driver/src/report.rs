@@ -414,6 +414,7 @@ mod tests {
             link: "127.0.0.1:7450".parse().unwrap(),
             log: "127.0.0.1:7451".parse().unwrap(),
             ctrl: "127.0.0.1:7452".parse().unwrap(),
+            phy: None,
             elf: "/ws/target/riscv32imc-unknown-none-elf/release/ws-firmware".into(),
             board: "/ws/boards/sim/board.toml".into(),
             started: 0,

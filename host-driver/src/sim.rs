@@ -50,6 +50,8 @@ pub struct ReadyLine {
     pub log: SocketAddr,
     /// Control port.
     pub ctrl: SocketAddr,
+    /// The link engine's PHY port (link protocol v2); absent from simulators built before it.
+    pub phy: Option<SocketAddr>,
     /// The simulator's pid, when it says.
     pub pid: Option<u32>,
 }
@@ -58,21 +60,22 @@ impl ReadyLine {
     /// The prefix of the line.
     pub const PREFIX: &'static str = "WS-SIM READY";
 
-    /// Parses `WS-SIM READY link=… log=… ctrl=… pid=…`; unknown keys are ignored.
+    /// Parses `WS-SIM READY link=… log=… ctrl=… phy=… pid=…`; unknown keys are ignored.
     pub fn parse(line: &str) -> Option<Self> {
         let rest = line.trim().strip_prefix(Self::PREFIX)?;
-        let (mut link, mut log, mut ctrl, mut pid) = (None, None, None, None);
+        let (mut link, mut log, mut ctrl, mut phy, mut pid) = (None, None, None, None, None);
         for word in rest.split_whitespace() {
             let Some((k, v)) = word.split_once('=') else { continue };
             match k {
                 "link" => link = v.parse().ok(),
                 "log" => log = v.parse().ok(),
                 "ctrl" => ctrl = v.parse().ok(),
+                "phy" => phy = v.parse().ok(),
                 "pid" => pid = v.parse().ok(),
                 _ => {}
             }
         }
-        Some(Self { link: link?, log: log?, ctrl: ctrl?, pid })
+        Some(Self { link: link?, log: log?, ctrl: ctrl?, phy, pid })
     }
 }
 
@@ -87,6 +90,9 @@ pub struct SimState {
     pub log: SocketAddr,
     /// Control address.
     pub ctrl: SocketAddr,
+    /// The link engine's PHY address (link protocol v2).
+    #[serde(default)]
+    pub phy: Option<SocketAddr>,
     /// Firmware ELF it runs.
     pub elf: PathBuf,
     /// Board file it models.
@@ -380,6 +386,7 @@ impl SimHome {
             link: ready.link,
             log: ready.log,
             ctrl: ready.ctrl,
+            phy: ready.phy,
             elf: workspace::absolute(&opts.elf),
             board: workspace::absolute(&opts.board),
             started: now_secs(),
@@ -612,6 +619,7 @@ mod tests {
             link: "127.0.0.1:1".parse().unwrap(),
             log: "127.0.0.1:2".parse().unwrap(),
             ctrl: "127.0.0.1:3".parse().unwrap(),
+            phy: None,
             elf: "/fw".into(),
             board: "/b".into(),
             started: 1,

@@ -38,7 +38,8 @@ use crate::error::{Result, TransportError};
 /// simulator started on other ports by `wsctl sim start`, so prefer it for sim boards.
 pub fn open_transport(board: &Board) -> Result<Box<dyn Transport>> {
     Ok(match &board.link {
-        Link::Sim(l) => Box::new(SimTransport::connect(l.addr(l.port_base)?)?),
+        // The simulator's link engine PHY: what a real board's USB or PCIe link carries.
+        Link::Sim(l) => Box::new(SimTransport::connect(l.addr(l.ports().phy)?)?),
         Link::Ftdi245(l) => Box::new(usb::UsbTransport::open_ftdi245(l)?),
         Link::Ft601(l) => Box::new(usb::UsbTransport::open_ft601(l)?),
         Link::UsbBulk(l) => Box::new(usb::UsbTransport::open_bulk(l)?),
@@ -271,9 +272,9 @@ mod tests {
         let m = e(&b);
         assert!(m.contains("0403:6010 with serial number `ws-test-none`"), "{m}");
         assert!(m.contains("interface 0") && m.contains("60-weightstream.rules"), "{m}");
-        // A sim board's link is the simulator's TCP port.
+        // A sim board's link is the simulator's PHY port, port_base + 4.
         let b = shipped("sim", |t| t.replace("port_base = 7450", "port_base = 1"));
         let m = e(&b);
-        assert!(m.contains("127.0.0.1:1") && m.contains("wsctl sim start"), "{m}");
+        assert!(m.contains("127.0.0.1:5") && m.contains("wsctl sim start"), "{m}");
     }
 }

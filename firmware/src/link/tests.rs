@@ -1,5 +1,10 @@
-//! Host tests of the v2 server: HELLO and version refusal, control requests, the replay
-//! cache (retries never run a command twice), v1 frames ignored, and random garbage.
+//! Host tests of the v2 server: HELLO and version refusal, HELLO's channel state and channel
+//! reset taken from the engine, control requests, the replay cache (retries never run a
+//! command twice), v1 frames ignored, and random garbage.
+//!
+//! [`TestEngine`] stands in for the link engine's registers only: it records what the server
+//! asks of it and encodes the frames the server sends, as the hardware's TX half would. The
+//! engine itself is proven by `hdl/tests/link_*.rs` and, with this server, by the hil tests.
 
 use super::*;
 use crate::control::tests::{controller, FakeBoard};
@@ -7,7 +12,41 @@ use std::vec::Vec;
 use ws_common::ctrl::cmd::{opcode, LogEcho, Ping, Poke};
 use ws_common::ctrl::Status;
 use ws_common::link::control::{decode_response, encode_request};
-use ws_common::link::{frame_len, Decoder, Event, MAX_FRAME};
+use ws_common::link::{encode_frame, frame_len, Decoder, Event, MAX_FRAME};
+
+/// The engine's register view: channel state it reports, resets and parameters it was given,
+/// and the bytes of every frame sent.
+#[derive(Default)]
+struct TestEngine {
+    state: [ChannelState; CHANNELS],
+    resets: Vec<[ChannelState; CHANNELS]>,
+    negotiated: Option<(u32, u16)>,
+    out: Vec<u8>,
+}
+
+impl Engine for TestEngine {
+    fn channel_state(&self) -> [ChannelState; CHANNELS] {
+        self.state
+    }
+    fn reset_channels(&mut self, host: &[ChannelState; CHANNELS]) {
+        self.resets.push(*host);
+        for s in &mut self.state {
+            let credit = s.credit.wrapping_sub(s.rx_committed);
+            *s = ChannelState { credit, ..ChannelState::default() };
+        }
+    }
+    fn set_negotiated(&mut self, max_payload: u32, window: u16) {
+        self.negotiated = Some((max_payload, window));
+    }
+    fn send(&mut self, h: &Header, payload: &[u8]) {
+        let mut f = std::vec![0u8; frame_len(payload.len())];
+        let n = encode_frame(&Header { length: payload.len() as u32, ..*h }, payload, &mut f).unwrap();
+        self.out.extend_from_slice(&f[..n]);
+    }
+    fn window(&self) -> u16 {
+        16
+    }
+}
 
 fn frame(h: Header, payload: &[u8]) -> Vec<u8> {
     let mut out = std::vec![0u8; frame_len(payload.len())];
@@ -36,25 +75,29 @@ struct Rig {
     server: LinkServer,
     ctrl: Controller,
     board: FakeBoard,
+    engine: TestEngine,
 }
 
 impl Rig {
     fn new() -> Self {
-        Rig { server: LinkServer::new(), ctrl: controller(), board: FakeBoard::new() }
+        Rig {
+            server: LinkServer::new(),
+            ctrl: controller(),
+            board: FakeBoard::new(),
+            engine: TestEngine::default(),
+        }
     }
 
     /// Feeds `bytes` in `chunk`-byte pieces; returns every frame sent back, decoded.
     fn feed(&mut self, bytes: &[u8], chunk: usize) -> (Vec<(Header, Vec<u8>)>, Action) {
-        let mut out = Vec::new();
         let mut action = Action::Continue;
         for c in bytes.chunks(chunk.max(1)) {
-            let a = self
-                .server
-                .receive(c, &mut self.ctrl, &mut self.board, &mut |f: &[u8]| out.extend_from_slice(f));
+            let a = self.server.receive(c, &mut self.ctrl, &mut self.board, &mut self.engine);
             if a == Action::Reset {
                 action = a;
             }
         }
+        let out = core::mem::take(&mut self.engine.out);
         let mut dec = std::boxed::Box::new(Decoder::<MAX_FRAME>::new());
         let mut frames = Vec::new();
         let mut rest = &out[..];
@@ -72,18 +115,39 @@ impl Rig {
 }
 
 #[test]
-fn hello_is_answered_with_no_bulk_credit() {
+fn hello_resets_the_engine_and_reports_its_state() {
     let mut rig = Rig::new();
+    // The engine has run a stream on channel 3 and offers 16 KiB windows on 2, 3, 4.
+    for ch in [Channel::Weights, Channel::Gradients, Channel::Data] {
+        rig.engine.state[ch.index()].credit = 16384;
+    }
+    let g = &mut rig.engine.state[Channel::Gradients.index()];
+    (g.rx_expected, g.rx_committed, g.credit, g.tx_next) = (5, 4096, 20480, 7);
     let (out, _) = rig.feed(&hello(2, false), 7);
     assert_eq!(out.len(), 1);
     let (h, p) = &out[0];
     assert_eq!((h.channel, h.flags), (Channel::Link, flags::HELLO));
     let board = Hello::decode(p).unwrap();
-    assert_eq!((board.major, board.max_payload, board.window), (2, MAX_BULK, WINDOW));
-    for ch in Channel::ALL {
-        assert_eq!(board.channel(ch).credit, 0, "{ch:?}: no engine, no credit");
+    assert_eq!((board.major, board.max_payload, board.window, board.flags), (2, MAX_BULK, 16, 0));
+    assert_eq!(rig.engine.negotiated, Some((MAX_BULK, 16)), "min of both offers");
+    // A fresh HELLO restarted every stream with the host's credit, and reports the result.
+    assert_eq!(rig.engine.resets.len(), 1);
+    assert_eq!(rig.engine.resets[0][Channel::Trace.index()].credit, 0, "the host grants what its HELLO says");
+    for ch in [Channel::Weights, Channel::Gradients, Channel::Data] {
+        let s = board.channel(ch);
+        assert_eq!((s.rx_expected, s.rx_committed, s.tx_next, s.credit), (0, 0, 0, 16384), "{ch:?}");
     }
+    assert_eq!(board.channel(Channel::Log).credit, 0);
     assert_eq!(rig.server.counters().hellos, 1);
+
+    // RESUME keeps the engine's state and says so.
+    let g = &mut rig.engine.state[Channel::Gradients.index()];
+    (g.rx_expected, g.rx_committed, g.credit) = (9, 8192, 24576);
+    let (out, _) = rig.feed(&hello(2, true), 1000);
+    let board = Hello::decode(&out[0].1).unwrap();
+    assert_eq!(board.flags, hello_flags::RESUME);
+    assert_eq!(rig.engine.resets.len(), 1, "no reset on RESUME");
+    assert_eq!(board.channel(Channel::Gradients).rx_committed, 8192);
 }
 
 #[test]
@@ -143,7 +207,7 @@ fn refusals_unknown_opcodes_and_responses() {
     assert!(out.is_empty());
     let (out, _) = rig.feed(&frame(Header::new(Channel::Control, flags::DATA), &[0x01, 9, 1, 0]), 100);
     assert!(out.is_empty());
-    // Bulk data has nowhere to go without the engine.
+    // Bulk data belongs to the engine's DMA; a bulk frame reaching the server is ignored.
     let (out, _) = rig.feed(&frame(Header::new(Channel::Weights, flags::DATA), &[0; 64]), 100);
     assert!(out.is_empty());
     assert_eq!(rig.server.counters().ignored, 3);
@@ -182,7 +246,8 @@ fn v1_frames_are_left_to_the_v1_server_and_garbage_never_panics() {
     let mut pos = 0;
     while pos < stream.len() {
         let n = (1 + next() as usize % 300).min(stream.len() - pos);
-        rig.server.receive(&stream[pos..pos + n], &mut rig.ctrl, &mut rig.board, &mut |_| {});
+        rig.server.receive(&stream[pos..pos + n], &mut rig.ctrl, &mut rig.board, &mut rig.engine);
+        rig.engine.out.clear();
         pos += n;
     }
     let c = rig.server.counters();

@@ -30,9 +30,10 @@ pub enum Demo {
         link = port base      raw host-link byte stream (one client at a time; a new client replaces the old)\n  \
         log  = port base + 1  UART log: the history since boot, then live bytes, to every client\n  \
         ctrl = port base + 2  JSON lines: stats | reset | pause | resume | quit | fault [RULES|clear|stats]\n  \
-        jtag = port base + 3  JTAG server: XVC 1.0 or OpenOCD remote_bitbang, one client at a time (docs/jtag.md)\n\
+        jtag = port base + 3  JTAG server: XVC 1.0 or OpenOCD remote_bitbang, one client at a time (docs/jtag.md)\n  \
+        phy  = port base + 4  the link engine's PHY: link protocol v2 bytes (docs/link.md), through the fault injector\n\
         Once listening it prints one line to stdout:\n  \
-        WS-SIM READY link=127.0.0.1:P log=127.0.0.1:P ctrl=127.0.0.1:P pid=N"
+        WS-SIM READY link=127.0.0.1:P log=127.0.0.1:P ctrl=127.0.0.1:P phy=127.0.0.1:P pid=N"
 )]
 pub struct SimOptions {
     /// Firmware ELF: its PT_LOAD segments are written into RAM by backdoor before reset.
@@ -52,7 +53,7 @@ pub struct SimOptions {
     #[arg(long, value_name = "FILE", default_value = "boards/sim/board.toml")]
     pub board: PathBuf,
 
-    /// First of the four TCP ports; 0 binds each of the four on an ephemeral port. Default: the
+    /// First of the five TCP ports; 0 binds each of the five on an ephemeral port. Default: the
     /// board's `link.port_base`.
     #[arg(long, value_name = "PORT")]
     pub port_base: Option<u16>,

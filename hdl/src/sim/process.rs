@@ -28,29 +28,32 @@ pub struct ReadyInfo {
     pub log: SocketAddr,
     /// Control port.
     pub ctrl: SocketAddr,
+    /// The link engine's PHY port (link protocol v2).
+    pub phy: SocketAddr,
     /// Process id of `ws-sim`.
     pub pid: u32,
 }
 
-/// Parses `WS-SIM READY link=… log=… ctrl=… pid=…` (docs/sim.md). Unknown `key=value` pairs
+/// Parses `WS-SIM READY link=… log=… ctrl=… phy=… pid=…` (docs/sim.md). Unknown `key=value` pairs
 /// are ignored, so a later simulator may add some.
 pub fn parse_ready_line(line: &str) -> Option<ReadyInfo> {
     let mut words = line.split_whitespace();
     if words.next()? != "WS-SIM" || words.next()? != "READY" {
         return None;
     }
-    let (mut link, mut log, mut ctrl, mut pid) = (None, None, None, None);
+    let (mut link, mut log, mut ctrl, mut phy, mut pid) = (None, None, None, None, None);
     for w in words {
         let (k, v) = w.split_once('=')?;
         match k {
             "link" => link = Some(v.parse().ok()?),
             "log" => log = Some(v.parse().ok()?),
             "ctrl" => ctrl = Some(v.parse().ok()?),
+            "phy" => phy = Some(v.parse().ok()?),
             "pid" => pid = Some(v.parse().ok()?),
             _ => {}
         }
     }
-    Some(ReadyInfo { link: link?, log: log?, ctrl: ctrl?, pid: pid? })
+    Some(ReadyInfo { link: link?, log: log?, ctrl: ctrl?, phy: phy?, pid: pid? })
 }
 
 /// How long to wait for READY by default: the first start may build the model.
@@ -116,6 +119,7 @@ impl SimProcess {
                 link: ([127, 0, 0, 1], 0).into(),
                 log: ([127, 0, 0, 1], 0).into(),
                 ctrl: ([127, 0, 0, 1], 0).into(),
+                phy: ([127, 0, 0, 1], 0).into(),
                 pid: 0,
             },
             log_file,
@@ -180,6 +184,11 @@ impl SimProcess {
     /// Host-link port.
     pub fn link_addr(&self) -> SocketAddr {
         self.ready.link
+    }
+
+    /// The link engine's PHY port (link protocol v2).
+    pub fn phy_addr(&self) -> SocketAddr {
+        self.ready.phy
     }
 
     /// Log port.
@@ -372,16 +381,17 @@ mod tests {
     #[test]
     fn parses_the_ready_line() {
         let r = parse_ready_line(
-            "WS-SIM READY link=127.0.0.1:7450 log=127.0.0.1:7451 ctrl=127.0.0.1:7452 pid=12345\n",
+            "WS-SIM READY link=127.0.0.1:7450 log=127.0.0.1:7451 ctrl=127.0.0.1:7452 phy=127.0.0.1:7454 pid=12345\n",
         )
         .unwrap();
+        assert_eq!(r.phy.port(), 7454);
         assert_eq!(r.link, "127.0.0.1:7450".parse().unwrap());
         assert_eq!(r.log.port(), 7451);
         assert_eq!(r.ctrl.port(), 7452);
         assert_eq!(r.pid, 12345);
         // Extra keys are fine; missing or malformed ones are not.
         assert!(parse_ready_line(
-            "WS-SIM READY link=127.0.0.1:1 log=127.0.0.1:2 ctrl=127.0.0.1:3 pid=4 jtag=127.0.0.1:5"
+            "WS-SIM READY link=127.0.0.1:1 log=127.0.0.1:2 ctrl=127.0.0.1:3 phy=127.0.0.1:6 pid=4 jtag=127.0.0.1:5"
         )
         .is_some());
         assert!(parse_ready_line("WS-SIM READY link=127.0.0.1:1 log=127.0.0.1:2 pid=4").is_none());

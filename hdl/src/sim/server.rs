@@ -1,5 +1,5 @@
 //! `ws-sim` itself (docs/sim.md): loads the board, builds or finds the Verilated SoC, writes
-//! the program into RAM by backdoor, binds the four loopback ports, prints the READY line and
+//! the program into RAM by backdoor, binds the five loopback ports, prints the READY line and
 //! then runs one single-threaded loop:
 //!
 //! 1. `poll(2)` on every socket: timeout 0 while the SoC runs, a throttle interval while the
@@ -88,10 +88,10 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
     }
     // Every check that needs no model comes first: a mistake must not cost a minute of build.
     let base = opts.port_base.unwrap_or(board.port_base);
-    if base > u16::MAX - 3 {
+    if base > u16::MAX - (PORTS as u16 - 1) {
         return Err(SimError::Options(format!(
-            "--port-base {base} leaves no room for its 4 ports; pick one at most {}, or 0 for ephemeral ports",
-            u16::MAX - 3
+            "--port-base {base} leaves no room for its {PORTS} ports; pick one at most {}, or 0 for ephemeral ports",
+            u16::MAX - (PORTS as u16 - 1)
         )));
     }
     if let Some(pid) = opts.parent_pid {
@@ -126,10 +126,11 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
 
     let ports = Ports::bind(base)?;
     let line = format!(
-        "WS-SIM READY link={} log={} ctrl={} pid={}",
+        "WS-SIM READY link={} log={} ctrl={} phy={} pid={}",
         ports.addr[0],
         ports.addr[1],
         ports.addr[2],
+        ports.addr[PHY_PORT],
         std::process::id()
     );
     let mut out = io::stdout().lock();
@@ -138,7 +139,7 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         .map_err(SimError::io("printing the READY line on stdout"))?;
     drop(out);
     if !opts.quiet {
-        note(&format!("serving {} on {} (jtag {})", program.what(), board.name, ports.addr[3]));
+        note(&format!("serving {} on {} (jtag {})", program.what(), board.name, ports.addr[JTAG_PORT]));
     }
 
     let mut server = Server::new(opts, board, program, soc, ports, signals);
@@ -240,15 +241,22 @@ pub(crate) fn demo_name(d: Demo) -> &'static str {
     }
 }
 
-/// The four listeners: link, log, ctrl, jtag.
+/// The five listeners: link, log, ctrl, jtag, phy.
+/// Ports from the base: link (v1 bytes), log, control, JTAG, and the link engine's PHY (v2).
+const PORTS: usize = 5;
+/// Index of the JTAG port.
+const JTAG_PORT: usize = 3;
+/// Index of the link engine's PHY port.
+const PHY_PORT: usize = 4;
+
 struct Ports {
-    listeners: [TcpListener; 4],
-    addr: [SocketAddr; 4],
+    listeners: [TcpListener; PORTS],
+    addr: [SocketAddr; PORTS],
 }
 
 impl Ports {
-    /// Binds `base..base + 4`, each on an ephemeral port when `base` is 0. `serve` checked that
-    /// `base + 3` fits.
+    /// Binds `base..base + PORTS`, each on an ephemeral port when `base` is 0. `serve` checked
+    /// that the last one fits.
     fn bind(base: u16) -> Result<Ports, SimError> {
         let bind = |i: u16| -> Result<(TcpListener, SocketAddr), SimError> {
             let port = if base == 0 { 0 } else { base + i };
@@ -263,7 +271,8 @@ impl Ports {
         let (l1, a1) = bind(1)?;
         let (l2, a2) = bind(2)?;
         let (l3, a3) = bind(3)?;
-        Ok(Ports { listeners: [l0, l1, l2, l3], addr: [a0, a1, a2, a3] })
+        let (l4, a4) = bind(4)?;
+        Ok(Ports { listeners: [l0, l1, l2, l3, l4], addr: [a0, a1, a2, a3, a4] })
     }
 }
 
@@ -315,6 +324,7 @@ enum Slot {
     Listener(usize),
     Wake,
     Link,
+    Phy,
     Log(usize),
     Ctrl(usize),
     Jtag,
@@ -363,7 +373,11 @@ struct Server<'a> {
     link: Option<TcpStream>,
     link_out: OutBuf,
     link_discarded: u64,
-    /// Fault injection on the link port (`--fault`, the `fault` request).
+    /// The link engine's PHY client (protocol v2) and what waits for it.
+    phy: Option<TcpStream>,
+    phy_out: OutBuf,
+    phy_discarded: u64,
+    /// Fault injection on the PHY port (`--fault`, the `fault` request).
     faults: faults::LinkFaults,
     logs: Vec<LogClient>,
     history: LogHistory,
@@ -414,6 +428,9 @@ impl<'a> Server<'a> {
             link: None,
             link_out: OutBuf::default(),
             link_discarded: 0,
+            phy: None,
+            phy_out: OutBuf::default(),
+            phy_discarded: 0,
             faults: faults::LinkFaults::new(opts.fault.clone(), opts.fault_seed),
             logs: Vec::new(),
             history: LogHistory::new(LOG_HISTORY_BYTES),
@@ -488,10 +505,12 @@ impl<'a> Server<'a> {
                     ""
                 };
                 note(&format!(
-                    "cycle {cycle}, {:.2} MHz simulated, link {} B in / {} B out{state}",
+                    "cycle {cycle}, {:.2} MHz simulated, link {} B in / {} B out, phy {} B in / {} B out{state}",
                     self.rate.hz(now, cycle) / 1e6,
                     c.link_rx_bytes,
                     c.link_tx_bytes,
+                    c.phy_rx_bytes,
+                    c.phy_tx_bytes,
                 ));
             }
         }
@@ -519,10 +538,16 @@ impl<'a> Server<'a> {
         (self.opts.idle_hz / IDLE_SLICES_PER_S).clamp(1, BATCH)
     }
 
-    /// The core sleeps and nobody asks anything of it: neither a host byte nor a debugger
-    /// (JTAG traffic counts as host activity, docs/sim.md "Idle and wall time").
+    /// The core sleeps and nobody asks anything of it: neither a host byte, nor link engine
+    /// traffic (the engine moves bulk data while the core sleeps), nor a debugger (JTAG
+    /// traffic counts as host activity, docs/sim.md "Idle and wall time").
     fn still_sleeping(&self) -> bool {
-        self.soc.core_sleep() && self.soc.rx_pending() == 0 && !self.jtag_active(Instant::now())
+        self.soc.core_sleep()
+            && self.soc.rx_pending() == 0
+            && !self.soc.phy_busy()
+            && self.phy_out.pending() == 0
+            && !self.faults.holding()
+            && !self.jtag_active(Instant::now())
     }
 
     /// A JTAG client sent something within [`JTAG_ACTIVE_HOLD`].
@@ -581,22 +606,43 @@ impl<'a> Server<'a> {
         }
         if self.link.is_some() {
             let room = LINK_OUT_CAP.saturating_sub(self.link_out.pending());
-            if self.faults.active() || self.faults.holding() {
-                let cycle = self.soc.cycle();
-                let mut board = self.faults.scratch();
-                self.faults.poll(cycle, &mut board, self.link_out.vec_for_append());
-                self.soc.push_rx(&board);
-                if room > 0 {
-                    board.clear();
-                    self.soc.take_tx(&mut board, room);
-                    self.faults.toward_host(&board, cycle, self.link_out.vec_for_append());
-                }
-                self.faults.give_back(board);
-            } else if room > 0 {
+            if room > 0 {
                 self.soc.take_tx(self.link_out.vec_for_append(), room);
             }
         } else {
             self.discard_tx();
+        }
+        if self.phy.is_some() {
+            let room = LINK_OUT_CAP.saturating_sub(self.phy_out.pending());
+            if self.faults.active() || self.faults.holding() {
+                let cycle = self.soc.cycle();
+                let mut board = self.faults.scratch();
+                self.faults.poll(cycle, &mut board, self.phy_out.vec_for_append());
+                self.soc.push_phy(&board);
+                if room > 0 {
+                    board.clear();
+                    self.soc.take_phy(&mut board, room);
+                    self.faults.toward_host(&board, cycle, self.phy_out.vec_for_append());
+                }
+                self.faults.give_back(board);
+            } else if room > 0 {
+                self.soc.take_phy(self.phy_out.vec_for_append(), room);
+            }
+        } else {
+            self.discard_phy();
+        }
+    }
+
+    /// Drops every board-to-host PHY byte not yet delivered, counting it.
+    fn discard_phy(&mut self) {
+        self.phy_discarded += self.phy_out.clear() as u64;
+        loop {
+            self.scratch.clear();
+            let n = self.soc.take_phy(&mut self.scratch, 64 << 10);
+            self.phy_discarded += n as u64;
+            if n == 0 {
+                break;
+            }
         }
     }
 
@@ -618,6 +664,11 @@ impl<'a> Server<'a> {
         if let Some(sock) = self.link.as_mut() {
             if self.link_out.write_to(sock).is_err() {
                 self.drop_link();
+            }
+        }
+        if let Some(sock) = self.phy.as_mut() {
+            if self.phy_out.write_to(sock).is_err() {
+                self.drop_phy();
             }
         }
         let end = self.history.end();
@@ -667,8 +718,13 @@ impl<'a> Server<'a> {
 
     fn drop_link(&mut self) {
         self.link = None;
-        self.faults.reconnect();
         self.discard_tx();
+    }
+
+    fn drop_phy(&mut self) {
+        self.phy = None;
+        self.faults.reconnect();
+        self.discard_phy();
     }
 
     fn serve_sockets(&mut self, timeout_ms: i32) -> Result<(), SimError> {
@@ -690,6 +746,17 @@ impl<'a> Server<'a> {
             }
             fds.push(pollfd(s.as_raw_fd(), ev));
             slots.push(Slot::Link);
+        }
+        if let Some(s) = &self.phy {
+            let mut ev = 0;
+            if self.soc.phy_rx_pending() < SOC_RX_CAP {
+                ev |= libc::POLLIN;
+            }
+            if self.phy_out.pending() > 0 {
+                ev |= libc::POLLOUT;
+            }
+            fds.push(pollfd(s.as_raw_fd(), ev));
+            slots.push(Slot::Phy);
         }
         let end = self.history.end();
         for (i, c) in self.logs.iter().enumerate() {
@@ -721,6 +788,7 @@ impl<'a> Server<'a> {
         // connected resets with that client already attached (its banner is not discarded).
         let mut requests = Vec::new();
         let mut link_ready = false;
+        let mut phy_ready = false;
         let mut jtag_ready = false;
         for (f, slot) in fds.iter().zip(&slots) {
             if !ready(f) {
@@ -730,6 +798,7 @@ impl<'a> Server<'a> {
                 Slot::Listener(i) => self.accept(i),
                 Slot::Wake => self.signals.drain(),
                 Slot::Link => link_ready = true,
+                Slot::Phy => phy_ready = true,
                 Slot::Log(i) => self.read_log_client(i),
                 Slot::Ctrl(i) => self.read_ctrl_client(i, &mut requests),
                 Slot::Jtag => jtag_ready = true,
@@ -737,6 +806,9 @@ impl<'a> Server<'a> {
         }
         if link_ready {
             self.read_link();
+        }
+        if phy_ready {
+            self.read_phy();
         }
         if jtag_ready {
             self.read_jtag();
@@ -768,13 +840,13 @@ impl<'a> Server<'a> {
                 // accepted it, fd exhaustion) affect one connection, not the simulator.
                 Err(_) => return,
             };
-            if which == 3 && self.jtag.is_some() {
+            if which == JTAG_PORT && self.jtag.is_some() {
                 // The old client may have closed just before this one connected, its end of
                 // stream not read yet: read it now (running what it still sent) before
                 // calling the port busy.
                 self.read_jtag();
             }
-            if which == 3 && self.jtag.is_some() {
+            if which == JTAG_PORT && self.jtag.is_some() {
                 // One debugger at a time: a second would corrupt the first one's TAP state.
                 // The line lets a person (or our probe driver) see why the port closed.
                 let mut sock = sock;
@@ -792,7 +864,12 @@ impl<'a> Server<'a> {
                     self.link = Some(sock);
                 }
                 1 => self.logs.push(LogClient { sock, pos: self.history.start(), dead: false }),
-                3 => {
+                PHY_PORT => {
+                    // As on the link port: the newest client owns the PHY.
+                    self.drop_phy();
+                    self.phy = Some(sock);
+                }
+                JTAG_PORT => {
                     self.jtag_sessions += 1;
                     self.jtag = Some(JtagClient {
                         sock,
@@ -826,15 +903,6 @@ impl<'a> Server<'a> {
                     gone = true;
                     break;
                 }
-                Ok(n) if self.faults.active() || self.faults.holding() => {
-                    let mut board = self.faults.scratch();
-                    self.faults.toward_board(&self.rbuf[..n], self.soc.cycle(), &mut board);
-                    self.soc.push_rx(&board);
-                    self.faults.give_back(board);
-                    if self.soc.rx_pending() >= SOC_RX_CAP {
-                        break;
-                    }
-                }
                 Ok(n) => {
                     self.soc.push_rx(&self.rbuf[..n]);
                     if self.soc.rx_pending() >= SOC_RX_CAP {
@@ -851,6 +919,46 @@ impl<'a> Server<'a> {
         }
         if gone {
             self.drop_link();
+        }
+    }
+
+    /// As [`Self::read_link`], for the link engine's PHY, through the fault injector.
+    fn read_phy(&mut self) {
+        let Some(sock) = self.phy.as_mut() else {
+            return;
+        };
+        let mut gone = false;
+        loop {
+            match sock.read(&mut self.rbuf[..]) {
+                Ok(0) => {
+                    gone = true;
+                    break;
+                }
+                Ok(n) if self.faults.active() || self.faults.holding() => {
+                    let mut board = self.faults.scratch();
+                    self.faults.toward_board(&self.rbuf[..n], self.soc.cycle(), &mut board);
+                    self.soc.push_phy(&board);
+                    self.faults.give_back(board);
+                    if self.soc.phy_rx_pending() >= SOC_RX_CAP {
+                        break;
+                    }
+                }
+                Ok(n) => {
+                    self.soc.push_phy(&self.rbuf[..n]);
+                    if self.soc.phy_rx_pending() >= SOC_RX_CAP {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        if gone {
+            self.drop_phy();
         }
     }
 
@@ -997,6 +1105,11 @@ impl<'a> Server<'a> {
             "uart_framing_errors": c.uart_framing_errors,
             "uart_div": c.uart_div,
             "link_client": self.link.is_some(),
+            "phy": self.ports.addr[PHY_PORT].to_string(),
+            "phy_rx_bytes": c.phy_rx_bytes,
+            "phy_tx_bytes": c.phy_tx_bytes,
+            "phy_discarded": self.phy_discarded,
+            "phy_client": self.phy.is_some(),
             "log_clients": self.logs.len(),
             "core_sleep": self.soc.core_sleep(),
             "gpio_out": self.soc.gpio_out(),
@@ -1008,7 +1121,7 @@ impl<'a> Server<'a> {
             "model": self.soc.model().name,
             "threads": self.opts.threads.max(1),
             "trace": path(&self.opts.trace),
-            "jtag": self.ports.addr[3].to_string(),
+            "jtag": self.ports.addr[JTAG_PORT].to_string(),
             "jtag_client": self.jtag.is_some(),
             "jtag_protocol": self.jtag.as_ref().and_then(|c| c.session.protocol().name()),
             "jtag_sessions": self.jtag_sessions,

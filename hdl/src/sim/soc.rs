@@ -10,7 +10,7 @@ use crate::vbuild::soc::{soc_spec, SocBuild};
 use crate::vbuild::{self, BuildError, BuildEvent, BuiltModel};
 
 /// ABI version of the shim this code speaks.
-const ABI: u32 = 1;
+const ABI: u32 = 2;
 
 /// Why the SoC could not be created or used.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +80,10 @@ struct Api {
     get_tdo: unsafe extern "C" fn(H) -> u32,
     ram_write: unsafe extern "C" fn(H, u32, u32) -> i32,
     ram_read: unsafe extern "C" fn(H, u32, *mut u32) -> i32,
+    push_phy: unsafe extern "C" fn(H, *const u8, u64),
+    phy_rx_pending: unsafe extern "C" fn(H) -> u64,
+    take_phy: unsafe extern "C" fn(H, *mut u8, u64) -> u64,
+    phy_busy: unsafe extern "C" fn(H) -> u32,
 }
 
 /// When [`Soc::run`] may return before running all the cycles asked for.
@@ -143,6 +147,10 @@ pub struct SocCounters {
     pub uart_div: u64,
     /// RAM size in words (0 without backdoor).
     pub ram_words: u64,
+    /// Host-to-board bytes the link engine's PHY accepted.
+    pub phy_rx_bytes: u64,
+    /// Board-to-host bytes the link engine's PHY delivered.
+    pub phy_tx_bytes: u64,
 }
 
 impl Soc {
@@ -185,6 +193,10 @@ impl Soc {
                 get_tdo: dl::sym(lib, "ws_soc_get_tdo").map_err(lerr)?,
                 ram_write: dl::sym(lib, "ws_soc_ram_write").map_err(lerr)?,
                 ram_read: dl::sym(lib, "ws_soc_ram_read").map_err(lerr)?,
+                push_phy: dl::sym(lib, "ws_soc_push_phy").map_err(lerr)?,
+                phy_rx_pending: dl::sym(lib, "ws_soc_phy_rx_pending").map_err(lerr)?,
+                take_phy: dl::sym(lib, "ws_soc_take_phy").map_err(lerr)?,
+                phy_busy: dl::sym(lib, "ws_soc_phy_busy").map_err(lerr)?,
             }
         };
         let trace = match &cfg.trace {
@@ -284,6 +296,30 @@ impl Soc {
         unsafe { (self.api.set_tx_cap)(self.h(), cap) }
     }
 
+    /// Queues host-to-board bytes for the link engine's PHY (`s_phy_*`, four bytes a word).
+    pub fn push_phy(&mut self, data: &[u8]) {
+        unsafe { (self.api.push_phy)(self.h(), data.as_ptr(), data.len() as u64) }
+    }
+
+    /// Host-to-board PHY bytes not yet accepted (a partial word stays until completed).
+    pub fn phy_rx_pending(&self) -> u64 {
+        unsafe { (self.api.phy_rx_pending)(self.h()) }
+    }
+
+    /// Moves up to `max` board-to-host PHY bytes into `out`; returns how many.
+    pub fn take_phy(&mut self, out: &mut Vec<u8>, max: usize) -> usize {
+        let start = out.len();
+        out.resize(start + max, 0);
+        let n = unsafe { (self.api.take_phy)(self.h(), out[start..].as_mut_ptr(), max as u64) } as usize;
+        out.truncate(start + n);
+        n
+    }
+
+    /// The link engine has a whole word to take or a word to give.
+    pub fn phy_busy(&self) -> bool {
+        unsafe { (self.api.phy_busy)(self.h()) != 0 }
+    }
+
     /// Moves every decoded UART byte into `out`; returns how many.
     pub fn take_log(&mut self, out: &mut Vec<u8>) -> usize {
         let mut total = 0;
@@ -309,6 +345,8 @@ impl Soc {
             uart_framing_errors: c(3),
             uart_div: c(4),
             ram_words: c(5),
+            phy_rx_bytes: c(6),
+            phy_tx_bytes: c(7),
         }
     }
 

@@ -36,6 +36,8 @@ pub mod irq {
     pub const UART_RX: u32 = 16;
     /// Host-link receive FIFO not empty.
     pub const HOSTLINK_RX: u32 = 17;
+    /// Link engine: the firmware RX FIFO holds a word (LINK.CTRL.irq_rx).
+    pub const LINK_RX: u32 = 18;
 }
 
 /// `sysinfo` block (hdl/regmap/sysinfo.toml): System identity: build hash, clock frequency, memory sizes, populated block slots, soft reset.
@@ -372,6 +374,570 @@ pub mod hostlink {
     }
 }
 
+/// `link` block (hdl/regmap/link.toml): Link protocol v2 engine (docs/link.md, docs/link-engine.md): header and CRC checks at line rate, firmware frame FIFOs for channels 0, 1 (and 5 out), DMA windows for the bulk channels 2, 3, 4 (in) and 2, 3, 6 (out), go-back-N in hardware, counters. RX slot j is channel 2 + j; TX slot k is channel 2, 3, 6.
+pub mod link {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 8;
+    /// Base address.
+    pub const BASE: u32 = 0x20008000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x4c4b;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 2;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x4c4b0200;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of CTRL: Static configuration. Change `loopback` only while both windows of the slot are off.
+    pub const CTRL: u32 = 0x004;
+    /// Offset of MAX_PAYLOAD: Negotiated largest bulk payload in bytes (both directions); firmware writes it after HELLO.
+    pub const MAX_PAYLOAD: u32 = 0x008;
+    /// Offset of WINDOW: Negotiated go-back-N window in frames for the TX senders (clamped to 1..PARAMS.window).
+    pub const WINDOW: u32 = 0x00c;
+    /// Offset of RTO: TX retransmission timeout in cycles; 0 turns it off.
+    pub const RTO: u32 = 0x010;
+    /// Offset of CH_RESET: Write 1: HELLO without RESUME. Every bulk channel of both halves starts again at seq 0, byte 0; the TX senders take TX_INIT_CREDIT as the host's credit.
+    pub const CH_RESET: u32 = 0x014;
+    /// Offset of FW_STATUS: Firmware FIFO levels.
+    pub const FW_STATUS: u32 = 0x018;
+    /// Offset of FW_RXDATA: Pop one word of the firmware RX FIFO. Read only while FW_STATUS.rx_level is non-zero.
+    pub const FW_RXDATA: u32 = 0x01c;
+    /// Offset of FW_TXDATA: Push one word of a firmware frame: header words 0..4 (the engine computes hcrc and pcrc), then the payload padded to words. Write only while FW_STATUS.tx_free is non-zero.
+    pub const FW_TXDATA: u32 = 0x020;
+    /// Offset of FW_TXCOMMIT: Write 1 after the last word of a frame: the frame becomes eligible to send.
+    pub const FW_TXCOMMIT: u32 = 0x024;
+    /// Offset of CNT_CLEAR: Write 1: zero every counter of both halves.
+    pub const CNT_CLEAR: u32 = 0x028;
+    /// Offset of CNT_SEL: Selects the counter CNT_VAL reads (docs/link-engine.md "Counter index").
+    pub const CNT_SEL: u32 = 0x02c;
+    /// Offset of CNT_VAL: The counter CNT_SEL selects (wrapping u32); 0 for an index with no counter.
+    pub const CNT_VAL: u32 = 0x030;
+    /// Offset of PARAMS: The engine's build parameters.
+    pub const PARAMS: u32 = 0x034;
+    /// Offset of EVENTS: Sticky RX decisions since the last clear; write 1 to clear.
+    pub const EVENTS: u32 = 0x038;
+    /// Offset of RX_BASE0: RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 0 of 3.)
+    pub const RX_BASE0: u32 = 0x100;
+    /// Offset of RX_BASE1: RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 1 of 3.)
+    pub const RX_BASE1: u32 = 0x120;
+    /// Offset of RX_BASE2: RX window base, a byte address in the DMA RAM aligned to RX_LEN; taken when RX_EN.en rises (instance 2 of 3.)
+    pub const RX_BASE2: u32 = 0x140;
+    /// Offset of RX_LEN0: RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 0 of 3.)
+    pub const RX_LEN0: u32 = 0x104;
+    /// Offset of RX_LEN1: RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 1 of 3.)
+    pub const RX_LEN1: u32 = 0x124;
+    /// Offset of RX_LEN2: RX window length in bytes: a power of two, 64 .. the DMA RAM (instance 2 of 3.)
+    pub const RX_LEN2: u32 = 0x144;
+    /// Offset of RX_EN0: RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 0 of 3.)
+    pub const RX_EN0: u32 = 0x108;
+    /// Offset of RX_EN1: RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 1 of 3.)
+    pub const RX_EN1: u32 = 0x128;
+    /// Offset of RX_EN2: RX window enable. A window that is misaligned or leaves the DMA RAM stays inactive and is counted under window violations (instance 2 of 3.)
+    pub const RX_EN2: u32 = 0x148;
+    /// Offset of RX_RELEASED0: The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 0 of 3.)
+    pub const RX_RELEASED0: u32 = 0x10c;
+    /// Offset of RX_RELEASED1: The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 1 of 3.)
+    pub const RX_RELEASED1: u32 = 0x12c;
+    /// Offset of RX_RELEASED2: The consumer's released stream position (wrapping bytes); credit = released + len. Ignored in loopback (instance 2 of 3.)
+    pub const RX_RELEASED2: u32 = 0x14c;
+    /// Offset of RX_EXPECTED0: The next seq the RX receiver expects (instance 0 of 3.)
+    pub const RX_EXPECTED0: u32 = 0x110;
+    /// Offset of RX_EXPECTED1: The next seq the RX receiver expects (instance 1 of 3.)
+    pub const RX_EXPECTED1: u32 = 0x130;
+    /// Offset of RX_EXPECTED2: The next seq the RX receiver expects (instance 2 of 3.)
+    pub const RX_EXPECTED2: u32 = 0x150;
+    /// Offset of RX_COMMITTED0: Payload bytes committed since the channel was reset (wrapping) (instance 0 of 3.)
+    pub const RX_COMMITTED0: u32 = 0x114;
+    /// Offset of RX_COMMITTED1: Payload bytes committed since the channel was reset (wrapping) (instance 1 of 3.)
+    pub const RX_COMMITTED1: u32 = 0x134;
+    /// Offset of RX_COMMITTED2: Payload bytes committed since the channel was reset (wrapping) (instance 2 of 3.)
+    pub const RX_COMMITTED2: u32 = 0x154;
+    /// Offset of RX_CREDIT0: The credit the receiver advertises: released + len (wrapping) (instance 0 of 3.)
+    pub const RX_CREDIT0: u32 = 0x118;
+    /// Offset of RX_CREDIT1: The credit the receiver advertises: released + len (wrapping) (instance 1 of 3.)
+    pub const RX_CREDIT1: u32 = 0x138;
+    /// Offset of RX_CREDIT2: The credit the receiver advertises: released + len (wrapping) (instance 2 of 3.)
+    pub const RX_CREDIT2: u32 = 0x158;
+    /// Offset of TX_BASE0: TX window base (ignored in loopback) (instance 0 of 3.)
+    pub const TX_BASE0: u32 = 0x200;
+    /// Offset of TX_BASE1: TX window base (ignored in loopback) (instance 1 of 3.)
+    pub const TX_BASE1: u32 = 0x240;
+    /// Offset of TX_BASE2: TX window base (ignored in loopback) (instance 2 of 3.)
+    pub const TX_BASE2: u32 = 0x280;
+    /// Offset of TX_LEN0: TX window length in bytes (ignored in loopback) (instance 0 of 3.)
+    pub const TX_LEN0: u32 = 0x204;
+    /// Offset of TX_LEN1: TX window length in bytes (ignored in loopback) (instance 1 of 3.)
+    pub const TX_LEN1: u32 = 0x244;
+    /// Offset of TX_LEN2: TX window length in bytes (ignored in loopback) (instance 2 of 3.)
+    pub const TX_LEN2: u32 = 0x284;
+    /// Offset of TX_EN0: TX window enable (ignored in loopback) (instance 0 of 3.)
+    pub const TX_EN0: u32 = 0x208;
+    /// Offset of TX_EN1: TX window enable (ignored in loopback) (instance 1 of 3.)
+    pub const TX_EN1: u32 = 0x248;
+    /// Offset of TX_EN2: TX window enable (ignored in loopback) (instance 2 of 3.)
+    pub const TX_EN2: u32 = 0x288;
+    /// Offset of TX_READY0: The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 0 of 3.)
+    pub const TX_READY0: u32 = 0x20c;
+    /// Offset of TX_READY1: The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 1 of 3.)
+    pub const TX_READY1: u32 = 0x24c;
+    /// Offset of TX_READY2: The producer's stream position: bytes before it may be sent (ignored in loopback) (instance 2 of 3.)
+    pub const TX_READY2: u32 = 0x28c;
+    /// Offset of TX_INIT_CREDIT0: The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 0 of 3.)
+    pub const TX_INIT_CREDIT0: u32 = 0x210;
+    /// Offset of TX_INIT_CREDIT1: The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 1 of 3.)
+    pub const TX_INIT_CREDIT1: u32 = 0x250;
+    /// Offset of TX_INIT_CREDIT2: The credit the host's HELLO granted on the slot's channel; taken by CH_RESET (instance 2 of 3.)
+    pub const TX_INIT_CREDIT2: u32 = 0x290;
+    /// Offset of TX_ACKED_SEQ0: The oldest seq the host has not acknowledged (instance 0 of 3.)
+    pub const TX_ACKED_SEQ0: u32 = 0x214;
+    /// Offset of TX_ACKED_SEQ1: The oldest seq the host has not acknowledged (instance 1 of 3.)
+    pub const TX_ACKED_SEQ1: u32 = 0x254;
+    /// Offset of TX_ACKED_SEQ2: The oldest seq the host has not acknowledged (instance 2 of 3.)
+    pub const TX_ACKED_SEQ2: u32 = 0x294;
+    /// Offset of TX_NEXT_SEQ0: The seq of the next new frame (HELLO tx_next) (instance 0 of 3.)
+    pub const TX_NEXT_SEQ0: u32 = 0x218;
+    /// Offset of TX_NEXT_SEQ1: The seq of the next new frame (HELLO tx_next) (instance 1 of 3.)
+    pub const TX_NEXT_SEQ1: u32 = 0x258;
+    /// Offset of TX_NEXT_SEQ2: The seq of the next new frame (HELLO tx_next) (instance 2 of 3.)
+    pub const TX_NEXT_SEQ2: u32 = 0x298;
+    /// Offset of TX_SENT_BYTES0: Stream position sent so far (rewinds on a go-back-N) (instance 0 of 3.)
+    pub const TX_SENT_BYTES0: u32 = 0x21c;
+    /// Offset of TX_SENT_BYTES1: Stream position sent so far (rewinds on a go-back-N) (instance 1 of 3.)
+    pub const TX_SENT_BYTES1: u32 = 0x25c;
+    /// Offset of TX_SENT_BYTES2: Stream position sent so far (rewinds on a go-back-N) (instance 2 of 3.)
+    pub const TX_SENT_BYTES2: u32 = 0x29c;
+    /// Offset of TX_ACKED_BYTES0: Stream position the host has acknowledged (instance 0 of 3.)
+    pub const TX_ACKED_BYTES0: u32 = 0x220;
+    /// Offset of TX_ACKED_BYTES1: Stream position the host has acknowledged (instance 1 of 3.)
+    pub const TX_ACKED_BYTES1: u32 = 0x260;
+    /// Offset of TX_ACKED_BYTES2: Stream position the host has acknowledged (instance 2 of 3.)
+    pub const TX_ACKED_BYTES2: u32 = 0x2a0;
+    /// Offset of TX_CREDIT0: The host's latest credit on the slot's channel (instance 0 of 3.)
+    pub const TX_CREDIT0: u32 = 0x224;
+    /// Offset of TX_CREDIT1: The host's latest credit on the slot's channel (instance 1 of 3.)
+    pub const TX_CREDIT1: u32 = 0x264;
+    /// Offset of TX_CREDIT2: The host's latest credit on the slot's channel (instance 2 of 3.)
+    pub const TX_CREDIT2: u32 = 0x2a4;
+    /// Fields of CTRL.
+    pub mod ctrl {
+        use super::Field;
+        /// Per slot: RX slot j feeds TX slot j from the same window (2 -> 2, 3 -> 3, 4 -> 6); the CPU copies nothing. (rw, bits 2:0).
+        pub const LOOPBACK: Field = Field { shift: 0, width: 3 };
+        /// Interrupt while the firmware RX FIFO holds a word. (rw, bits 8:8).
+        pub const IRQ_RX: Field = Field { shift: 8, width: 1 };
+    }
+    /// Fields of MAX_PAYLOAD.
+    pub mod max_payload {
+        use super::Field;
+        /// `bytes` field (rw, bits 16:0).
+        pub const BYTES: Field = Field { shift: 0, width: 17 };
+    }
+    /// Fields of WINDOW.
+    pub mod window {
+        use super::Field;
+        /// `frames` field (rw, bits 15:0).
+        pub const FRAMES: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of RTO.
+    pub mod rto {
+        use super::Field;
+        /// `cycles` field (rw, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CH_RESET.
+    pub mod ch_reset {
+        use super::Field;
+        /// `go` field (wo, bits 0:0).
+        pub const GO: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of FW_STATUS.
+    pub mod fw_status {
+        use super::Field;
+        /// Words waiting in the firmware RX FIFO: whole frames of channels 0, 1 (six header words, then the payload padded to words). (ro, bits 15:0).
+        pub const RX_LEVEL: Field = Field { shift: 0, width: 16 };
+        /// Free words in the firmware TX FIFO. (ro, bits 31:16).
+        pub const TX_FREE: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of FW_RXDATA.
+    pub mod fw_rxdata {
+        use super::Field;
+        /// `word` field (ro, bits 31:0).
+        pub const WORD: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FW_TXDATA.
+    pub mod fw_txdata {
+        use super::Field;
+        /// `word` field (wo, bits 31:0).
+        pub const WORD: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FW_TXCOMMIT.
+    pub mod fw_txcommit {
+        use super::Field;
+        /// `go` field (wo, bits 0:0).
+        pub const GO: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of CNT_CLEAR.
+    pub mod cnt_clear {
+        use super::Field;
+        /// `go` field (wo, bits 0:0).
+        pub const GO: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of CNT_SEL.
+    pub mod cnt_sel {
+        use super::Field;
+        /// `index` field (rw, bits 7:0).
+        pub const INDEX: Field = Field { shift: 0, width: 8 };
+    }
+    /// Fields of CNT_VAL.
+    pub mod cnt_val {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of PARAMS.
+    pub mod params {
+        use super::Field;
+        /// log2 of the DMA RAM bytes. (ro, bits 7:0).
+        pub const DMA_LOG2: Field = Field { shift: 0, width: 8 };
+        /// log2 of the largest go-back-N window (the TX slot table). (ro, bits 15:8).
+        pub const WINDOW_LOG2: Field = Field { shift: 8, width: 8 };
+        /// log2 of the firmware RX FIFO words. (ro, bits 23:16).
+        pub const FW_RX_LOG2: Field = Field { shift: 16, width: 8 };
+        /// log2 of the firmware TX FIFO words. (ro, bits 31:24).
+        pub const FW_TX_LOG2: Field = Field { shift: 24, width: 8 };
+    }
+    /// Fields of EVENTS.
+    pub mod events {
+        use super::Field;
+        /// A frame was refused (header, CRC, sequence or window). (w1c, bits 0:0).
+        pub const BAD_FRAME: Field = Field { shift: 0, width: 1 };
+        /// A firmware-channel frame found the RX FIFO full and was dropped. (w1c, bits 1:1).
+        pub const FW_OVERFLOW: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of RX_BASE0.
+    pub mod rx_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_BASE1.
+    pub mod rx_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_BASE2.
+    pub mod rx_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_LEN0.
+    pub mod rx_len0 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_LEN1.
+    pub mod rx_len1 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_LEN2.
+    pub mod rx_len2 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_EN0.
+    pub mod rx_en0 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window. (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of RX_EN1.
+    pub mod rx_en1 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window. (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of RX_EN2.
+    pub mod rx_en2 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window. (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of RX_RELEASED0.
+    pub mod rx_released0 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_RELEASED1.
+    pub mod rx_released1 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_RELEASED2.
+    pub mod rx_released2 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_EXPECTED0.
+    pub mod rx_expected0 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_EXPECTED1.
+    pub mod rx_expected1 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_EXPECTED2.
+    pub mod rx_expected2 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_COMMITTED0.
+    pub mod rx_committed0 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_COMMITTED1.
+    pub mod rx_committed1 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_COMMITTED2.
+    pub mod rx_committed2 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_CREDIT0.
+    pub mod rx_credit0 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_CREDIT1.
+    pub mod rx_credit1 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RX_CREDIT2.
+    pub mod rx_credit2 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_BASE0.
+    pub mod tx_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_BASE1.
+    pub mod tx_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_BASE2.
+    pub mod tx_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_LEN0.
+    pub mod tx_len0 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_LEN1.
+    pub mod tx_len1 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_LEN2.
+    pub mod tx_len2 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_EN0.
+    pub mod tx_en0 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window (in loopback: the RX window). (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of TX_EN1.
+    pub mod tx_en1 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window (in loopback: the RX window). (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of TX_EN2.
+    pub mod tx_en2 {
+        use super::Field;
+        /// `en` field (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// The engine accepted the window (in loopback: the RX window). (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of TX_READY0.
+    pub mod tx_ready0 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_READY1.
+    pub mod tx_ready1 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_READY2.
+    pub mod tx_ready2 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_INIT_CREDIT0.
+    pub mod tx_init_credit0 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_INIT_CREDIT1.
+    pub mod tx_init_credit1 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_INIT_CREDIT2.
+    pub mod tx_init_credit2 {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_SEQ0.
+    pub mod tx_acked_seq0 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_SEQ1.
+    pub mod tx_acked_seq1 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_SEQ2.
+    pub mod tx_acked_seq2 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_NEXT_SEQ0.
+    pub mod tx_next_seq0 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_NEXT_SEQ1.
+    pub mod tx_next_seq1 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_NEXT_SEQ2.
+    pub mod tx_next_seq2 {
+        use super::Field;
+        /// `seq` field (ro, bits 31:0).
+        pub const SEQ: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_SENT_BYTES0.
+    pub mod tx_sent_bytes0 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_SENT_BYTES1.
+    pub mod tx_sent_bytes1 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_SENT_BYTES2.
+    pub mod tx_sent_bytes2 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_BYTES0.
+    pub mod tx_acked_bytes0 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_BYTES1.
+    pub mod tx_acked_bytes1 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_ACKED_BYTES2.
+    pub mod tx_acked_bytes2 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_CREDIT0.
+    pub mod tx_credit0 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_CREDIT1.
+    pub mod tx_credit1 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TX_CREDIT2.
+    pub mod tx_credit2 {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+}
+
 /// Every register block of the SoC, in slot order.
 pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "sysinfo", slot: 0, id: 0x5359, major: 1, minor: 0 },
@@ -379,4 +945,5 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "uart", slot: 2, id: 0x5541, major: 1, minor: 0 },
     BlockDesc { name: "gpio", slot: 3, id: 0x4750, major: 1, minor: 0 },
     BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1 },
+    BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0 },
 ];

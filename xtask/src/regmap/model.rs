@@ -63,7 +63,7 @@ pub struct BlockInfo {
     pub desc: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct Reg {
     pub name: String,
@@ -71,7 +71,26 @@ pub struct Reg {
     pub desc: String,
     #[serde(default)]
     pub read_pulse: bool,
+    /// A register array: `count` copies named `NAME0`, `NAME1`, ... at `offset + i * stride`.
+    /// The loader expands it, so every generator sees plain registers.
+    #[serde(default)]
+    pub count: Option<u32>,
+    #[serde(default)]
+    pub stride: Option<u32>,
     pub fields: Vec<Field>,
+    /// Set by the loader on each instance of an expanded array.
+    #[serde(skip)]
+    pub array: Option<ArrayInstance>,
+}
+
+/// Where an expanded register sits in its array.
+#[derive(Debug, Clone)]
+pub struct ArrayInstance {
+    /// The array's name (the instances append their index).
+    pub name: String,
+    pub index: u32,
+    pub count: u32,
+    pub stride: u32,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +106,7 @@ pub enum Access {
     W1c,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct Field {
     pub name: String,
@@ -151,6 +170,36 @@ fn is_ident(s: &str) -> bool {
         && !s.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// Expands register arrays (`count`, `stride`) into plain registers `NAME0..NAME{count-1}`.
+fn expand_arrays(rel: &str, regs: Vec<Reg>) -> Result<Vec<Reg>> {
+    let mut out = Vec::with_capacity(regs.len());
+    for r in regs {
+        match (r.count, r.stride) {
+            (None, None) => out.push(r),
+            (Some(count), Some(stride)) => {
+                ensure!(
+                    (2..=64).contains(&count) && stride % 4 == 0 && stride != 0,
+                    "{rel}: register array {}: count must be 2..=64 and stride a non-zero multiple of 4",
+                    r.name
+                );
+                for i in 0..count {
+                    out.push(Reg {
+                        name: format!("{}{i}", r.name),
+                        offset: r.offset + i * stride,
+                        desc: format!("{} (instance {i} of {count}.)", r.desc.trim_end_matches('.')),
+                        count: None,
+                        stride: None,
+                        array: Some(ArrayInstance { name: r.name.clone(), index: i, count, stride }),
+                        ..r.clone()
+                    });
+                }
+            }
+            _ => bail!("{rel}: register {}: `count` and `stride` go together", r.name),
+        }
+    }
+    Ok(out)
+}
+
 pub fn load(dir: &Path) -> Result<RegMap> {
     let soc_path = dir.join("soc.toml");
     let soc: SocFile = toml::from_str(
@@ -181,8 +230,9 @@ pub fn load(dir: &Path) -> Result<RegMap> {
             "{rel}: slot {} is outside the periph region",
             sref.slot
         );
+        let regs = expand_arrays(&rel, file.reg)?;
         let mut seen = std::collections::BTreeSet::new();
-        for r in &file.reg {
+        for r in &regs {
             ensure!(
                 is_ident(&r.name) && r.name == r.name.to_uppercase(),
                 "{rel}: register `{}` must be an UPPER_SNAKE identifier",
@@ -238,7 +288,7 @@ pub fn load(dir: &Path) -> Result<RegMap> {
             base: periph.base + slot * soc.soc.slot_bytes,
             slot,
             info: file.block,
-            regs: file.reg,
+            regs,
             source: rel,
         });
     }

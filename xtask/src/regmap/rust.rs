@@ -158,6 +158,24 @@ impl Reg {
                 r.name.to_lowercase(),
                 r.name
             );
+            if let Some(a) = r.array.as_ref().filter(|a| a.index == 0) {
+                doc(
+                    &mut s,
+                    "    ",
+                    &format!(
+                        "{}[i] for i < {}: instance i of the array, at {} + i × {:#x}.",
+                        a.name, a.count, r.name, a.stride
+                    ),
+                );
+                let _ = writeln!(
+                    s,
+                    "    #[inline(always)]\n    pub fn {}(&self, i: usize) -> Reg {{\n        debug_assert!(i < {});\n        Reg(Self::BASE + regmap::{name}::{} as usize + i * {:#x})\n    }}",
+                    a.name.to_lowercase(),
+                    a.count,
+                    r.name,
+                    a.stride
+                );
+            }
             let _ = r.fields.iter().any(|f| f.access == Access::Rw);
         }
         let _ = writeln!(s, "}}\n");

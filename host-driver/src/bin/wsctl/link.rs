@@ -24,7 +24,7 @@ pub enum LinkCmd {
 
 pub fn run(ctx: &Ctx, cmd: LinkCmd) -> Result<()> {
     let (board, e) = ctx.endpoints()?;
-    let t = e.open_link().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
     let mut link = Link::connect(t, Config::default(), ctx.timeout())
         .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
     match cmd {

@@ -1,0 +1,207 @@
+//! The link protocol v2 engine (`hdl/regmap/link.toml`, docs/link-engine.md): whole frames of
+//! the firmware channels through its FIFOs, the DMA windows of the bulk channels, the HELLO
+//! state and the counters. The engine checks every CRC, sequence number and window in
+//! hardware; firmware only programs it and handles HELLO and control.
+
+use ws_common::link::hello::ChannelState;
+use ws_common::link::{Channel, DecodeError, Header, CHANNELS, HEADER_LEN, MAX_CTRL_PAYLOAD};
+use ws_common::regmap::link;
+
+use crate::link::Engine;
+use crate::pac;
+
+/// Bulk channels the RX windows serve, by RX slot.
+pub const RX_CHANNELS: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Data];
+/// Bulk channels the TX windows serve, by TX slot.
+pub const TX_CHANNELS: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Trace];
+
+/// One DMA window: a power-of-two ring in the engine's DMA RAM, aligned to its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Byte address in the DMA RAM.
+    pub base: u32,
+    /// Bytes, a power of two of at least 64.
+    pub len: u32,
+}
+
+/// Counter index of `CNT_SEL` (docs/link-engine.md "Counter index").
+pub mod cnt {
+    /// RX frames accepted, per channel (+ channel).
+    pub const RX_FRAMES: u8 = 0x00;
+    /// RX payload bytes, per channel.
+    pub const RX_BYTES: u8 = 0x08;
+    /// RX payload CRC errors, per channel.
+    pub const RX_PCRC_ERR: u8 = 0x10;
+    /// RX sequence errors (gaps, duplicates), per channel.
+    pub const RX_SEQ_ERR: u8 = 0x18;
+    /// RX window violations, per channel.
+    pub const RX_WIN_VIOL: u8 = 0x20;
+    /// RX frames dropped, per channel.
+    pub const RX_DROPPED: u8 = 0x28;
+    /// Bytes skipped while hunting for a header.
+    pub const RX_SKIPPED: u8 = 0x30;
+    /// Header CRC errors.
+    pub const RX_HCRC_ERR: u8 = 0x31;
+    /// TX frames, per channel.
+    pub const TX_FRAMES: u8 = 0x40;
+    /// TX retransmissions, per TX slot (+ slot).
+    pub const TX_RETX: u8 = 0x50;
+    /// TX credit stalls, per TX slot.
+    pub const TX_CREDIT_STALL: u8 = 0x54;
+}
+
+/// The engine driver.
+#[derive(Debug)]
+pub struct LinkEngine {
+    regs: pac::Link,
+}
+
+impl LinkEngine {
+    /// Takes the engine: interrupt off, every window off, counters zero.
+    pub fn new(regs: pac::Link) -> Self {
+        regs.ctrl().write(0);
+        for i in 0..3 {
+            regs.rx_en(i).write(0);
+            regs.tx_en(i).write(0);
+        }
+        regs.cnt_clear().write(link::cnt_clear::GO.val(1));
+        regs.events().write(u32::MAX);
+        Self { regs }
+    }
+
+    /// Bytes of the DMA RAM.
+    pub fn dma_bytes(&self) -> u32 {
+        1 << link::params::DMA_LOG2.get(self.regs.params().read())
+    }
+
+    /// The largest go-back-N window the engine holds.
+    pub fn max_window(&self) -> u16 {
+        1 << link::params::WINDOW_LOG2.get(self.regs.params().read())
+    }
+
+    /// Opens the RX window of `slot` (channel 2 + slot). Returns whether the engine took it:
+    /// a misaligned window, or one that leaves the DMA RAM, stays off and is counted.
+    pub fn open_rx(&mut self, slot: usize, w: Window) -> bool {
+        self.regs.rx_en(slot).write(0);
+        self.regs.rx_base(slot).write(w.base);
+        self.regs.rx_len(slot).write(w.len);
+        self.regs.rx_released(slot).write(0);
+        self.regs.rx_en(slot).write(link::rx_en0::EN.val(1));
+        link::rx_en0::ACTIVE.get(self.regs.rx_en(slot).read()) != 0
+    }
+
+    /// Opens the TX window of `slot` (channels 2, 3, 6).
+    pub fn open_tx(&mut self, slot: usize, w: Window) -> bool {
+        self.regs.tx_en(slot).write(0);
+        self.regs.tx_base(slot).write(w.base);
+        self.regs.tx_len(slot).write(w.len);
+        self.regs.tx_ready(slot).write(0);
+        self.regs.tx_en(slot).write(link::tx_en0::EN.val(1));
+        link::tx_en0::ACTIVE.get(self.regs.tx_en(slot).read()) != 0
+    }
+
+    /// Loops RX slot `slot` back into TX slot `slot` (2 → 2, 3 → 3, 4 → 6) through the RX
+    /// window, which must be open; the CPU copies nothing. Closes the TX window first.
+    pub fn set_loopback(&mut self, mask: u8) {
+        for i in 0..3 {
+            if mask & (1 << i) != 0 {
+                self.regs.tx_en(i).write(0);
+            }
+        }
+        self.regs.ctrl().modify(|v| link::ctrl::LOOPBACK.set(v, mask as u32));
+    }
+
+    /// Enables or disables the interrupt raised while a firmware frame waits (line 18).
+    pub fn set_rx_interrupt(&mut self, on: bool) {
+        self.regs.ctrl().modify(|v| link::ctrl::IRQ_RX.set(v, on as u32));
+    }
+
+    /// Words waiting in the firmware RX FIFO.
+    pub fn rx_level(&self) -> u32 {
+        link::fw_status::RX_LEVEL.get(self.regs.fw_status().read())
+    }
+
+    fn pop(&mut self) -> u32 {
+        while self.rx_level() == 0 {}
+        self.regs.fw_rxdata().read()
+    }
+
+    /// Pops one whole frame of a firmware channel: its header, and its payload into
+    /// `payload` (the engine passed hcrc and pcrc before it committed the frame). A payload
+    /// longer than `payload` is read and dropped past its end. `None` when no frame waits;
+    /// `Some(Err)` for a header the engine passed and the shared decoder refuses (the frame
+    /// is drained all the same, by its length field, so the next one stays aligned).
+    pub fn read_frame(&mut self, payload: &mut [u8]) -> Option<Result<(Header, usize), DecodeError>> {
+        if self.rx_level() == 0 {
+            return None;
+        }
+        let mut hb = [0u8; HEADER_LEN];
+        for c in hb.chunks_exact_mut(4) {
+            c.copy_from_slice(&self.pop().to_le_bytes());
+        }
+        let len = u32::from_le_bytes([hb[5], hb[6], hb[7], 0]) as usize;
+        for i in 0..len.div_ceil(4) {
+            let w = self.pop().to_le_bytes();
+            for (j, b) in w.iter().enumerate() {
+                let at = 4 * i + j;
+                if at < len && at < payload.len() {
+                    payload[at] = *b;
+                }
+            }
+        }
+        Some(Header::decode(&hb, MAX_CTRL_PAYLOAD).map(|h| (h, len.min(payload.len()))))
+    }
+
+    /// Reads one counter by its `CNT_SEL` index.
+    pub fn counter(&mut self, index: u8) -> u32 {
+        self.regs.cnt_sel().write(index as u32);
+        self.regs.cnt_val().read()
+    }
+}
+
+impl Engine for LinkEngine {
+    fn channel_state(&self) -> [ChannelState; CHANNELS] {
+        let mut s = [ChannelState::default(); CHANNELS];
+        for (i, ch) in RX_CHANNELS.iter().enumerate() {
+            let st = &mut s[ch.index()];
+            st.rx_expected = self.regs.rx_expected(i).read();
+            st.rx_committed = self.regs.rx_committed(i).read();
+            st.credit = self.regs.rx_credit(i).read();
+        }
+        for (i, ch) in TX_CHANNELS.iter().enumerate() {
+            s[ch.index()].tx_next = self.regs.tx_next_seq(i).read();
+        }
+        s
+    }
+
+    fn reset_channels(&mut self, host: &[ChannelState; CHANNELS]) {
+        for (i, ch) in TX_CHANNELS.iter().enumerate() {
+            self.regs.tx_init_credit(i).write(host[ch.index()].credit);
+        }
+        self.regs.ch_reset().write(link::ch_reset::GO.val(1));
+    }
+
+    fn set_negotiated(&mut self, max_payload: u32, window: u16) {
+        self.regs.max_payload().write(max_payload);
+        self.regs.window().write(window as u32);
+    }
+
+    fn window(&self) -> u16 {
+        self.max_window()
+    }
+
+    fn send(&mut self, h: &Header, payload: &[u8]) {
+        let words = 5 + payload.len().div_ceil(4);
+        while (link::fw_status::TX_FREE.get(self.regs.fw_status().read()) as usize) < words {}
+        let hb = h.encode();
+        for c in hb[..20].chunks_exact(4) {
+            self.regs.fw_txdata().write(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        }
+        for c in payload.chunks(4) {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            self.regs.fw_txdata().write(u32::from_le_bytes(w));
+        }
+        self.regs.fw_txcommit().write(link::fw_txcommit::GO.val(1));
+    }
+}
