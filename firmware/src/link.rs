@@ -12,8 +12,9 @@
 //! Nothing here touches a register: [`LinkServer`] builds and runs on the host, in tests,
 //! against any [`Engine`].
 
-use ws_common::ctrl::Frame;
-use ws_common::link::control::{CtrlHeader, ReplayCache, MAX_CTRL_BODY};
+use ws_common::ctrl::cmd::{self, opcode, CounterWords, MAX_LINK_COUNTERS};
+use ws_common::ctrl::{Command, Frame};
+use ws_common::link::control::{encode_error, encode_response, CtrlHeader, ReplayCache, MAX_CTRL_BODY};
 use ws_common::link::hello::{hello_flags, ChannelState, Hello, HelloError, HELLO_LEN};
 use ws_common::link::{
     flags, Channel, DecodeError, Decoder, Event, Header, CHANNELS, MAX_CTRL_FRAME, MAX_CTRL_PAYLOAD,
@@ -48,6 +49,8 @@ pub trait Engine {
     fn send(&mut self, h: &Header, payload: &[u8]);
     /// The go-back-N window this side offers in HELLO.
     fn window(&self) -> u16;
+    /// One of the engine's counters by its index (docs/link-engine.md "Counter index").
+    fn counter(&mut self, index: u8) -> u32;
 }
 
 /// Counters of the v2 server.
@@ -251,6 +254,27 @@ impl LinkServer {
             return Action::Continue;
         }
         self.counters.requests = self.counters.requests.wrapping_add(1);
+        if req.opcode == opcode::LINK_COUNTERS {
+            // The engine's counters are the link's own business: answered here, never cached
+            // (reading them twice is harmless and the second answer is the newer one).
+            let mut words = [0u8; MAX_LINK_COUNTERS * 4];
+            let r = cmd::LinkCounters::decode(body).map(|q| {
+                for i in 0..q.count as usize {
+                    let v = eng.counter(q.first.wrapping_add(i as u8));
+                    words[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+                }
+                CounterWords(&words[..4 * q.count as usize])
+            });
+            let mut out = [0u8; MAX_CTRL_PAYLOAD];
+            let n = match &r {
+                Ok(w) => encode_response::<cmd::LinkCounters>(req.req_id, Ok(w), &mut out),
+                Err(s) => encode_error(opcode::LINK_COUNTERS, req.req_id, *s, &mut out),
+            };
+            if let Ok(n) = n {
+                eng.send(&h(n), &out[..n]);
+            }
+            return Action::Continue;
+        }
         let frame = Frame { opcode: req.opcode, req_id: req.req_id, payload: body };
         let reply = ctrl.handle_v2(&frame, board);
         let action = reply.action;

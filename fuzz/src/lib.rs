@@ -223,6 +223,9 @@ impl ws_firmware::link::Engine for FuzzEngine {
     fn window(&self) -> u16 {
         16
     }
+    fn counter(&mut self, index: u8) -> u32 {
+        index as u32
+    }
 }
 
 /// Fuzz body: the firmware's control request parsers and command handler, v1 on every byte

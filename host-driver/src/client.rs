@@ -79,6 +79,20 @@ request!(LogEcho, "LogEcho", idempotent = true, (), |d| <LogEcho as Command<'_>>
 // A second reset resets again: harmless, but not what a caller that waited asked for.
 request!(Reset, "Reset", idempotent = false, (), |d| <Reset as Command<'_>>::decode_response(d));
 
+impl Request for ws_common::ctrl::cmd::LinkCounters {
+    const NAME: &'static str = "LinkCounters";
+    const OPCODE: u8 = <Self as Command<'static>>::OPCODE;
+    const IDEMPOTENT: bool = true;
+    type Output = Vec<u32>;
+    fn encode(&self, out: &mut [u8]) -> std::result::Result<usize, Status> {
+        Command::encode(self, out)
+    }
+    fn decode_output(d: &[u8]) -> std::result::Result<Vec<u32>, Status> {
+        let w = <Self as Command<'_>>::decode_response(d)?;
+        Ok((0..w.len()).filter_map(|i| w.get(i)).collect())
+    }
+}
+
 impl Request for Poke<'_> {
     const NAME: &'static str = "Poke";
     const OPCODE: u8 = <Poke<'static> as Command<'static>>::OPCODE;

@@ -190,6 +190,10 @@ impl Engine for LinkEngine {
         self.max_window()
     }
 
+    fn counter(&mut self, index: u8) -> u32 {
+        LinkEngine::counter(self, index)
+    }
+
     fn send(&mut self, h: &Header, payload: &[u8]) {
         let words = 5 + payload.len().div_ceil(4);
         while (link::fw_status::TX_FREE.get(self.regs.fw_status().read()) as usize) < words {}

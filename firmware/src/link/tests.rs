@@ -46,6 +46,9 @@ impl Engine for TestEngine {
     fn window(&self) -> u16 {
         16
     }
+    fn counter(&mut self, index: u8) -> u32 {
+        0x1000 + index as u32
+    }
 }
 
 fn frame(h: Header, payload: &[u8]) -> Vec<u8> {
@@ -194,6 +197,22 @@ fn control_requests_run_once_and_retries_replay() {
     rig.feed(&hello(2, false), 1000);
     rig.feed(&poke, 1000);
     assert_eq!(rig.board.writes.iter().filter(|w| w.0 == addr).count(), 2);
+}
+
+#[test]
+fn link_counters_come_from_the_engine_and_bad_runs_are_refused() {
+    let mut rig = Rig::new();
+    let (out, _) = rig.feed(&request(&ws_common::ctrl::cmd::LinkCounters { first: 0x10, count: 3 }, 4), 9);
+    let (resp, body) = CtrlHeader::decode(&out[0].1).unwrap();
+    assert_eq!((resp.opcode, resp.req_id), (opcode::LINK_COUNTERS | 0x80, 4));
+    assert_eq!(body[0], Status::Ok as u8);
+    let words: Vec<u32> = body[1..].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(words, std::vec![0x1010, 0x1011, 0x1012]);
+    // A run past index 255 is refused with BadLength.
+    let bad = frame(Header::new(Channel::Control, flags::DATA), &[opcode::LINK_COUNTERS, 0, 5, 0, 250, 10]);
+    let (out, _) = rig.feed(&bad, 100);
+    let (_, body) = CtrlHeader::decode(&out[0].1).unwrap();
+    assert_eq!(body, &[Status::BadLength as u8]);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! One type per control command. Adding a command means adding a file here and an opcode.
 
 mod identity;
+mod link_counters;
 mod load_begin;
 mod load_boot;
 mod load_data;
@@ -13,6 +14,7 @@ mod reset;
 mod stats;
 
 pub use identity::{BlockInfo, Identity, IdentityInfo, Window, MAX_BLOCKS};
+pub use link_counters::{CounterWords, LinkCounters, MAX_LINK_COUNTERS};
 pub use load_begin::LoadBegin;
 pub use load_boot::LoadBoot;
 pub use load_data::{LoadData, MAX_LOAD_CHUNK};
@@ -42,6 +44,8 @@ pub mod opcode {
     pub const STATS: u8 = 0x06;
     /// [`super::LogEcho`].
     pub const LOG_ECHO: u8 = 0x07;
+    /// [`super::LinkCounters`] (link protocol v2 only).
+    pub const LINK_COUNTERS: u8 = 0x08;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).
