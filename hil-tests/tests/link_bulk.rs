@@ -13,8 +13,8 @@
 //! a host-to-board payload is one payload CRC error in the engine's counters, and the engine
 //! retransmitted frames; the run prints what was injected and what was detected.
 //!
-//! Size: `WS_LINK_BULK_MIB` MiB in all (default 64, split over the three channels) for the
-//! clean run, a quarter of it through the faults. Needs: the simulator's control port.
+//! Size: `WS_LINK_BULK_MIB` MiB each way in all (default 64, split over the three channels),
+//! for the clean run and again for the faults. Needs: the simulator's control port.
 
 use std::time::{Duration, Instant};
 
@@ -154,7 +154,7 @@ fn every_bulk_channel_round_trips_byte_identical_clean_and_through_faults() {
     let set = sim.ctrl(&format!("fault {rules}")).expect("fault request");
     assert_eq!(set["ok"], true, "{set}");
     let host_pcrc0 = link.endpoint().stats().payload_errors;
-    let per_faults = (total / 12) & !3;
+    let per_faults = per;
     let took = round_trip(&mut link, per_faults, 100, "faults");
     let stats = sim.ctrl("fault").expect("fault stats");
     sim.ctrl("fault clear").expect("fault clear");

@@ -224,6 +224,9 @@ pub enum ProtocolError {
     /// {0}
     #[error("{0}")]
     Hello(ws_common::link::hello::HelloError),
+    /// a stream call was refused: {0}
+    #[error("{0}")]
+    Stream(crate::link::StreamError),
     /// no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`
     #[error(
         "no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`"

@@ -15,7 +15,7 @@
 mod endpoint;
 mod session;
 
-pub use endpoint::{Config, Endpoint, EndpointStats, LinkState, Role, StreamError, MAX_WINDOW};
+pub use endpoint::{Config, Endpoint, EndpointStats, LinkState, Role, RxCheckpoint, StreamError, MAX_WINDOW};
 pub use session::Link;
 
 #[cfg(test)]

@@ -107,6 +107,18 @@ pub enum StreamError {
     NotWords(usize),
 }
 
+/// A receiving stream's position, as [`Endpoint::checkpoint`] gives it and
+/// [`Endpoint::restore`] takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxCheckpoint {
+    /// The channel.
+    pub channel: Channel,
+    /// The next seq expected.
+    pub expected: u32,
+    /// Stream bytes committed (and read) since the channel was reset.
+    pub committed: u32,
+}
+
 /// Counters of one endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointStats {
@@ -283,6 +295,40 @@ impl Endpoint {
     /// The oldest control payload received and not yet taken.
     pub fn pop_control(&mut self) -> Option<Vec<u8>> {
         self.control_in.pop_front()
+    }
+
+    /// Where a receiving stream of `ch` stands, for a host process that may stop and be
+    /// restarted: the next seq expected and the bytes committed. Only once the application
+    /// has read every committed byte (`None` before, and on a channel this side does not
+    /// receive), so the checkpoint and what the application kept agree. Persist it with the
+    /// bytes, before the next [`Endpoint::output`], which acknowledges them.
+    pub fn checkpoint(&self, ch: Channel) -> Option<RxCheckpoint> {
+        let r = self.rx[ch.index()].as_ref()?;
+        r.data.is_empty().then(|| RxCheckpoint {
+            channel: ch,
+            expected: r.receiver.expected(),
+            committed: r.receiver.committed(),
+        })
+    }
+
+    /// Before connecting: continue a receiving stream from a checkpoint an earlier process
+    /// left, and ask the peer to RESUME. The peer retransmits what it sent after the
+    /// checkpoint; nothing before it comes again.
+    pub fn restore(&mut self, cp: &RxCheckpoint) -> Result<(), StreamError> {
+        if !self.role.receives(cp.channel) {
+            return Err(StreamError::WrongDirection(cp.channel));
+        }
+        let receiver = Receiver::resume(
+            cp.expected,
+            cp.committed,
+            self.cfg.rx_buffer,
+            self.cfg.window,
+            self.cfg.max_payload,
+            self.cfg.ack_delay,
+        );
+        self.rx[cp.channel.index()] = Some(Rx { receiver, data: VecDeque::new(), nak: false });
+        self.cfg.resume = true;
+        Ok(())
     }
 
     /// The peer went away (a reconnect follows): half-received frames are dropped, and an

@@ -7,7 +7,7 @@ use ws_common::ctrl::{Status, RESPONSE_BIT};
 use ws_common::link::control::{CtrlHeader, CTRL_HEADER_LEN};
 use ws_common::link::MAX_CTRL_PAYLOAD;
 
-use super::{Config, Endpoint, LinkState, Role};
+use super::{Config, Endpoint, LinkState, Role, RxCheckpoint};
 use crate::client::Request;
 use crate::error::{Error, ProtocolError};
 use crate::transport::Transport;
@@ -37,8 +37,26 @@ impl Link {
     /// Says HELLO over `t` and waits up to `timeout` for the board's answer. Ticks are
     /// microseconds. A board of another major version is refused with both versions named.
     pub fn connect(t: Box<dyn Transport>, cfg: Config, timeout: Duration) -> Result<Link, Error> {
+        Self::resume(t, cfg, &[], timeout)
+    }
+
+    /// As [`Link::connect`] for a host process that continues where an earlier one stopped:
+    /// each receiving stream starts from its checkpoint and the board is asked to RESUME
+    /// (with no checkpoint this is a fresh connect). The board's HELLO then says how far it
+    /// got on each stream this side sends ([`Endpoint::peer_state`]'s `rx_committed`): write
+    /// on from there.
+    pub fn resume(
+        t: Box<dyn Transport>,
+        cfg: Config,
+        checkpoints: &[RxCheckpoint],
+        timeout: Duration,
+    ) -> Result<Link, Error> {
+        let mut ep = Endpoint::new(Role::Initiator, cfg);
+        for cp in checkpoints {
+            ep.restore(cp).map_err(ProtocolError::Stream)?;
+        }
         let mut link = Link {
-            ep: Endpoint::new(Role::Initiator, cfg),
+            ep,
             t,
             epoch: Instant::now(),
             next_id: 1,
