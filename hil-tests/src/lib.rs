@@ -203,13 +203,3 @@ fn skip(scenario: &str, why: &str) -> Option<Rig> {
     eprintln!("SKIPPED {scenario}: {why}");
     None
 }
-
-/// Word `i` of the position-addressed pseudo-random stream the link scenarios send
-/// (splitmix64 of the index): any part of the stream can be made again from its offset, so a
-/// restarted host process sends on from wherever the board says it got.
-pub fn stream_word(i: u64) -> u32 {
-    let mut z = i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)) as u32
-}

@@ -19,104 +19,32 @@
 use std::time::{Duration, Instant};
 
 use hil_tests::{Needs, Rig};
+use host_driver::link::echo::{self, ECHOES, SENDS};
 use host_driver::link::{Config, Link};
 use host_driver::transport::SimTransport;
-use rand::{RngExt, SeedableRng};
-use sha2::{Digest, Sha256};
 use ws_common::ctrl::cmd::LinkCounters;
-use ws_common::link::Channel;
-
-const SENDS: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Data];
-const ECHOES: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Trace];
 
 fn total_bytes() -> usize {
     let mib: usize = std::env::var("WS_LINK_BULK_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
     mib << 20
 }
 
-/// One channel pair's stream: a seeded generator, and SHA-256 of both ends.
-struct Stream {
-    rng: rand::rngs::StdRng,
-    pending: Vec<u8>,
-    sent: usize,
-    got: usize,
-    sent_sha: Sha256,
-    got_sha: Sha256,
-}
-
-/// Streams `per_channel` bytes on every pair and returns the bytes each pair moved, after
-/// checking the digests. Prints progress every few seconds.
+/// The echo with progress lines every 10 s; panics on a failure.
 fn round_trip(link: &mut Link, per_channel: usize, seed: u64, what: &str) -> Duration {
-    let mut s: Vec<Stream> = (0..3)
-        .map(|i| Stream {
-            rng: rand::rngs::StdRng::seed_from_u64(seed + i),
-            pending: Vec::new(),
-            sent: 0,
-            got: 0,
-            sent_sha: Sha256::new(),
-            got_sha: Sha256::new(),
-        })
-        .collect();
-    let start = Instant::now();
-    let mut last_print = start;
-    let mut last_progress = (start, 0usize);
-    let mut buf = vec![0u8; 256 << 10];
-    loop {
-        for (i, st) in s.iter_mut().enumerate() {
-            if st.pending.is_empty() && st.sent < per_channel {
-                let n = (per_channel - st.sent).min(64 << 10);
-                st.pending = vec![0; n];
-                st.rng.fill(&mut st.pending[..]);
-            }
-            if !st.pending.is_empty() {
-                let n = link.endpoint().write(SENDS[i], &st.pending).expect("bulk write");
-                st.sent_sha.update(&st.pending[..n]);
-                st.sent += n;
-                st.pending.drain(..n);
-            }
-        }
-        link.pump(Duration::from_millis(1)).expect("link pump");
-        for (i, st) in s.iter_mut().enumerate() {
-            loop {
-                let n = link.endpoint().read(ECHOES[i], &mut buf).expect("bulk read");
-                if n == 0 {
-                    break;
-                }
-                st.got_sha.update(&buf[..n]);
-                st.got += n;
-                assert!(st.got <= per_channel, "{what}: channel {:?} echoed more than was sent", ECHOES[i]);
-            }
-        }
-        let done: usize = s.iter().map(|st| st.got).sum();
-        if done == 3 * per_channel {
-            break;
-        }
-        let now = Instant::now();
-        if done > last_progress.1 {
-            last_progress = (now, done);
-        }
-        assert!(
-            now.duration_since(last_progress.0) < Duration::from_secs(60),
-            "{what}: no echoed byte for 60 s at {done} of {} bytes: {:?}",
-            3 * per_channel,
-            link.endpoint().stats()
-        );
-        if now.duration_since(last_print) >= Duration::from_secs(10) {
-            last_print = now;
-            let secs = now.duration_since(start).as_secs_f64();
+    let mut last = Instant::now();
+    let mut progress = |done: usize, all: usize| {
+        if last.elapsed() >= Duration::from_secs(10) {
+            last = Instant::now();
             eprintln!(
-                "link_bulk {what}: {:.1} of {:.1} MiB echoed, {:.2} MiB/s",
+                "link_bulk {what}: {:.1} of {:.1} MiB echoed",
                 done as f64 / 1048576.0,
-                3.0 * per_channel as f64 / 1048576.0,
-                done as f64 / 1048576.0 / secs
+                all as f64 / 1048576.0
             );
         }
-    }
-    for (i, st) in s.into_iter().enumerate() {
-        let (a, b) = (st.sent_sha.finalize(), st.got_sha.finalize());
-        assert_eq!(a, b, "{what}: channel {:?} -> {:?}: SHA-256 differs", SENDS[i], ECHOES[i]);
-    }
-    start.elapsed()
+    };
+    let r = echo::run(link, per_channel, seed, Duration::from_secs(60), &mut progress)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    r.elapsed
 }
 
 /// A run of the engine's counters (docs/link-engine.md "Counter index"), over the link.

@@ -227,6 +227,9 @@ pub enum ProtocolError {
     /// a stream call was refused: {0}
     #[error("{0}")]
     Stream(crate::link::StreamError),
+    /// bulk echo failed: {0}
+    #[error("bulk echo failed: {0}; the board's echo windows are the firmware's default (docs/link-engine.md \"Echo mode\"): check `wsctl link stats`")]
+    Echo(String),
     /// no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`
     #[error(
         "no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`"

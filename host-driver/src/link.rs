@@ -12,6 +12,7 @@
 //! The state machines are the shared `ws_common::link::gbn` ones, so the host and the board
 //! cannot disagree about the protocol.
 
+pub mod echo;
 mod endpoint;
 mod session;
 

@@ -358,6 +358,74 @@ pub fn link_channels(rows: &[(ws_common::link::Channel, ws_common::link::hello::
     out
 }
 
+/// The link engine's counters (`LinkCounters` from index 0, [`ws_common::link::counters`]):
+/// one row per channel, then the per-TX-slot counters of the bulk channels, then the totals.
+/// Channels with nothing counted are left out.
+pub fn link_counters(c: &[u32]) -> String {
+    use ws_common::link::counters as k;
+    let at = |i: u8| c.get(i as usize).copied().unwrap_or(0);
+    let mut out = format!(
+        "{:<12} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>12} {:>8} {:>8} {:>12}\n",
+        "channel",
+        "rx frames",
+        "rx bytes",
+        "pcrc err",
+        "seq err",
+        "win viol",
+        "dropped",
+        "tx frames",
+        "tx bytes",
+        "retx",
+        "naks",
+        "credit stall"
+    );
+    for ch in ws_common::link::Channel::ALL {
+        let n = ch as u8;
+        let per = [
+            k::RX_FRAMES,
+            k::RX_BYTES,
+            k::RX_PCRC_ERR,
+            k::RX_SEQ_ERR,
+            k::RX_WIN_VIOL,
+            k::RX_DROPPED,
+            k::TX_FRAMES,
+            k::TX_BYTES,
+        ]
+        .map(|b| at(b + n));
+        let slot =
+            k::tx_slot(n).map(|s| [at(k::TX_RETX + s), at(k::TX_NAKS + s), at(k::TX_CREDIT_STALL + s)]);
+        if per.iter().all(|&v| v == 0) && slot.is_none_or(|s| s.iter().all(|&v| v == 0)) {
+            continue;
+        }
+        let slot =
+            slot.map_or(["-".to_string(), "-".to_string(), "-".to_string()], |s| s.map(|v| v.to_string()));
+        out.push_str(&format!(
+            "{:<12} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>12} {:>8} {:>8} {:>12}\n",
+            format!("{n} {ch:?}").to_lowercase(),
+            per[0],
+            per[1],
+            per[2],
+            per[3],
+            per[4],
+            per[5],
+            per[6],
+            per[7],
+            slot[0],
+            slot[1],
+            slot[2]
+        ));
+    }
+    out.push_str(&format!(
+        "skipped bytes {}, header CRC errors {}, other versions {}, bad headers {}, firmware TX frames dropped {}\n",
+        at(k::RX_SKIPPED),
+        at(k::RX_HCRC_ERR),
+        at(k::RX_BAD_VERSION),
+        at(k::RX_BAD_HEADER),
+        at(k::TX_FW_DROPPED)
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,7 @@ mod encode;
 mod header;
 
 pub mod control;
+pub mod counters;
 pub mod gbn;
 pub mod hello;
 

@@ -24,31 +24,8 @@ pub struct Window {
     pub len: u32,
 }
 
-/// Counter index of `CNT_SEL` (docs/link-engine.md "Counter index").
-pub mod cnt {
-    /// RX frames accepted, per channel (+ channel).
-    pub const RX_FRAMES: u8 = 0x00;
-    /// RX payload bytes, per channel.
-    pub const RX_BYTES: u8 = 0x08;
-    /// RX payload CRC errors, per channel.
-    pub const RX_PCRC_ERR: u8 = 0x10;
-    /// RX sequence errors (gaps, duplicates), per channel.
-    pub const RX_SEQ_ERR: u8 = 0x18;
-    /// RX window violations, per channel.
-    pub const RX_WIN_VIOL: u8 = 0x20;
-    /// RX frames dropped, per channel.
-    pub const RX_DROPPED: u8 = 0x28;
-    /// Bytes skipped while hunting for a header.
-    pub const RX_SKIPPED: u8 = 0x30;
-    /// Header CRC errors.
-    pub const RX_HCRC_ERR: u8 = 0x31;
-    /// TX frames, per channel.
-    pub const TX_FRAMES: u8 = 0x40;
-    /// TX retransmissions, per TX slot (+ slot).
-    pub const TX_RETX: u8 = 0x50;
-    /// TX credit stalls, per TX slot.
-    pub const TX_CREDIT_STALL: u8 = 0x54;
-}
+/// Counter indices of `CNT_SEL`.
+pub use ws_common::link::counters as cnt;
 
 /// The engine driver.
 #[derive(Debug)]

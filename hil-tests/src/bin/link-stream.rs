@@ -17,8 +17,11 @@ use ws_common::link::Channel;
 
 /// The stream's bytes at `[from, from + len)`; `from` and `len` multiples of 4.
 fn stream(from: usize, len: usize) -> Vec<u8> {
-    (from / 4..(from + len) / 4).flat_map(|i| hil_tests::stream_word(i as u64).to_le_bytes()).collect()
+    host_driver::link::echo::stream_bytes(SEED, from, len)
 }
+
+/// The stream `link_resume` checks the echo against.
+const SEED: u64 = 7;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use host_driver::link::{Config, Link, LinkState};
+use host_driver::link::{echo, Config, Link, LinkState};
 use host_driver::report;
-use ws_common::ctrl::cmd::Ping;
+use ws_common::ctrl::cmd::{LinkCounters, Ping};
 use ws_common::link::Channel;
 
 use crate::ctx::Ctx;
@@ -19,6 +19,16 @@ pub enum LinkCmd {
         /// How many pings to send.
         #[arg(long, short = 'c', default_value_t = 4)]
         count: u32,
+    },
+    /// The link engine's counters per channel: frames, bytes, CRC and sequence errors,
+    /// window violations, retransmits, credit stalls.
+    Stats,
+    /// Stream through the board's echo windows on every bulk channel at once, both ways,
+    /// and compare SHA-256 at both ends (the firmware's default link mode).
+    Echo {
+        /// MiB each way, split over the three channel pairs.
+        #[arg(long, default_value_t = 16)]
+        mib: usize,
     },
 }
 
@@ -54,6 +64,37 @@ pub fn run(ctx: &Ctx, cmd: LinkCmd) -> Result<()> {
             }
             println!("{} ({} retries)", report::ping_summary(&rtts, count as usize), link.retries);
         }
+        LinkCmd::Stats => print!("{}", report::link_counters(&counters(ctx, &mut link)?)),
+        LinkCmd::Echo { mib } => {
+            let before = counters(ctx, &mut link)?;
+            let bar = indicatif::ProgressBar::new((mib as u64) << 20);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {bytes}/{total_bytes} echoed, {bytes_per_sec}",
+                )
+                .expect("progress template"),
+            );
+            let r = echo::run(&mut link, (mib << 20) / 3, 1, Duration::from_secs(30), &mut |done, _| {
+                bar.set_position(done as u64)
+            })?;
+            bar.finish_and_clear();
+            let after = counters(ctx, &mut link)?;
+            let delta: Vec<u32> = after.iter().zip(&before).map(|(a, b)| a.wrapping_sub(*b)).collect();
+            println!(
+                "echo: {:.1} MiB each way over channels 2, 3, 4 -> 2, 3, 6 in {:.2} s ({:.2} MiB/s each way), SHA-256 equal at both ends",
+                r.bytes_each_way() as f64 / 1048576.0,
+                r.elapsed.as_secs_f64(),
+                r.bytes_each_way() as f64 / 1048576.0 / r.elapsed.as_secs_f64()
+            );
+            print!("{}", report::link_counters(&delta));
+        }
     }
     Ok(())
+}
+
+/// Every counter of the link engine, index 0 on.
+fn counters(ctx: &Ctx, link: &mut Link) -> Result<Vec<u32>> {
+    let n = ws_common::link::counters::COUNT;
+    link.request(&LinkCounters { first: 0, count: n }, ctx.timeout(), ctx.global.retries)
+        .context("reading the link engine's counters (LinkCounters)")
 }
