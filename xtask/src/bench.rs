@@ -122,6 +122,7 @@ pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
     if sel.has(Group::Link) {
         link_rows(&mut rows);
         link_engine_rows(&mut rows)?;
+        soc_echo_rows(ctx, &mut rows)?;
     }
 
     print_table(&rows);
@@ -294,6 +295,46 @@ fn link_engine_rows(rows: &mut Vec<Row>) -> Result<()> {
         ));
         rows.push(ideal);
     }
+    Ok(())
+}
+
+/// The link engine inside the simulated SoC: the host streams 24 MiB each way through the
+/// firmware's echo windows on every bulk channel at once (`wsctl link echo`). Payload bytes
+/// per simulated cycle each way against the PHY's 4, next to the framing bound at the
+/// negotiated 4 KiB frames.
+fn soc_echo_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
+    use host_driver::link::{echo, Config, Link};
+    use host_driver::transport::SimTransport;
+    use std::time::{Duration, Instant};
+    use ws_hdl::sim::{SimOptions, SimProcess};
+
+    let pb = spinner("link engine in the SoC: bulk echo, 24 MiB each way");
+    std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
+    let sim = SimProcess::start(&SimOptions { quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) })?;
+    let cfg = Config { max_payload: 4096, ..Config::default() };
+    let mut link =
+        Link::connect(Box::new(SimTransport::connect(sim.phy_addr())?), cfg, Duration::from_secs(20))?;
+    let cycle = |sim: &SimProcess| -> Result<f64> {
+        Ok(sim.stats()?["cycle"].as_u64().context("ws-sim stats without `cycle`")? as f64)
+    };
+    let (c0, t0) = (cycle(&sim)?, Instant::now());
+    let r = echo::run(&mut link, (24 << 20) / 3, 1, Duration::from_secs(60), &mut |_, _| {})?;
+    let (cycles, wall) = (cycle(&sim)? - c0, t0.elapsed().as_secs_f64());
+    pb.finish_and_clear();
+    let per_cycle = r.bytes_each_way() as f64 / cycles;
+    let bound =
+        row("link engine in the SoC: framing bound at 4 KiB frames", 4096.0 / (4096.0 + 28.0), "ratio");
+    rows.push(vs(
+        row("link engine in the SoC: bulk echo payload each way, × line rate", per_cycle / 4.0, "ratio"),
+        &bound,
+    ));
+    rows.push(bound);
+    rows.push(row("link engine in the SoC: bulk echo, wall", r.bytes_each_way() as f64 / wall, "bytes/s"));
+    rows.push(row(
+        "link engine in the SoC: simulated cycles per second during the echo",
+        cycles / wall,
+        "Hz",
+    ));
     Ok(())
 }
 
