@@ -80,6 +80,8 @@ pub struct LinkServer {
     cache: ReplayCache<REPLAY_SLOTS, REPLAY_CAP>,
     counters: LinkCounters,
     payload: [u8; MAX_CTRL_PAYLOAD],
+    /// The session of the last fresh HELLO that reset the engine's streams (0: none yet).
+    session: u32,
 }
 
 impl core::fmt::Debug for LinkServer {
@@ -110,6 +112,7 @@ impl LinkServer {
                 ignored: 0,
             },
             payload: [0; MAX_CTRL_PAYLOAD],
+            session: 0,
         }
     }
 
@@ -209,10 +212,16 @@ impl LinkServer {
         match peer.and_then(|p| ours.negotiate(&p).map(|n| (p, n))) {
             Ok((p, n)) => {
                 eng.set_negotiated(n.max_payload, n.window);
-                if !n.resume {
-                    // A new host process: every bulk stream and the request ids start afresh.
+                // A retry of the HELLO that already reset the streams (same session) must not
+                // reset them again: the host may have started streaming on the first answer,
+                // and the engine accepts bulk frames while this firmware is still reading the
+                // retry. A 2.0 host (session 0) is reset every time, as before.
+                let retry = p.session != 0 && p.session == self.session;
+                if !n.resume && !retry {
+                    // A new host start: every bulk stream and the request ids start afresh.
                     eng.reset_channels(&p.state);
                     self.cache.clear();
+                    self.session = p.session;
                 }
                 self.counters.hellos = self.counters.hellos.wrapping_add(1);
             }

@@ -24,7 +24,7 @@ module ws_soc #(
     parameter RAM_BYTES = 256 * 1024,          // main RAM size; a power of two, at most 256 KiB
     parameter BOOTROM_INIT = "bootrom.hex",    // $readmemh image for the boot ROM
     parameter [31:0] JTAG_IDCODE = 32'h1000_5a57, // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
-    parameter LINK_DMA_BYTES = 65536           // link engine DMA RAM (bulk-channel windows)
+    parameter LINK_DMA_BYTES = 262144          // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
 ) (
     input  wire       clk,
     input  wire       rst,

@@ -30,8 +30,11 @@ fn control_over_link_v2_survives_faults_and_runs_each_request_once() {
         unreachable!()
     };
     assert_eq!((max_payload, window, resumed), (4096, 16, false));
-    for ch in [Channel::Weights, Channel::Gradients, Channel::Data] {
-        assert_eq!(link.endpoint().peer_state(ch).unwrap().credit, 16384, "{ch:?}: a 16 KiB DMA window");
+    // The firmware's echo windows: a quarter of the engine's DMA RAM each.
+    let window = link.endpoint().peer_state(Channel::Weights).unwrap().credit;
+    assert!(window.is_power_of_two() && window >= 4096, "window of {window} B");
+    for ch in [Channel::Gradients, Channel::Data] {
+        assert_eq!(link.endpoint().peer_state(ch).unwrap().credit, window, "{ch:?}: the same DMA window");
     }
     let t = Duration::from_secs(5);
     assert_eq!(link.request(&Ping { nonce: 0x1234_5678 }, t, 0).expect("ping over v2"), 0x1234_5678);

@@ -4,7 +4,8 @@
 //! Violations, sent as raw frames a well-behaved endpoint never builds:
 //! - a bulk DATA frame whose length is not a whole number of words (channel 2);
 //! - bulk DATA frames past the credit of the board's window (channel 3: the host grants no
-//!   credit back, so the echo never drains the window, and the fifth 4 KiB frame is past it).
+//!   credit back, so the echo never drains the window, and the 4 KiB frame after a window's
+//!   worth is past it).
 //!
 //! Each is refused and counted under the channel's window violations, the bytes before the
 //! violation arrive intact, and the firmware keeps answering on both protocols.
@@ -51,7 +52,11 @@ fn window_violations_are_refused_and_counted_and_a_slow_reader_stalls_the_sender
         return;
     };
     let phy = rig.sim().expect("a simulated board").phy_addr().to_string();
-    let before = counters(&mut link(&phy, Config::default()), WIN_VIOL, 8);
+    let mut first = link(&phy, Config::default());
+    let before = counters(&mut first, WIN_VIOL, 8);
+    // A fresh HELLO reports each window's length as its credit.
+    let window = first.endpoint().peer_state(Channel::Gradients).unwrap().credit;
+    drop(first);
 
     // Raw HELLO (no RESUME: every channel restarts at seq 0), granting the board no credit.
     let mut t = SimTransport::connect(phy.parse().unwrap()).unwrap();
@@ -66,10 +71,10 @@ fn window_violations_are_refused_and_counted_and_a_slow_reader_stalls_the_sender
         let payload: Vec<u8> = (0..len).map(|i| (i * 7 + seq as usize) as u8).collect();
         raw_frame(Header { seq, ..Header::new(ch, flags::DATA) }, &payload)
     };
-    // A length that is not a whole number of words, then five 4 KiB frames into a 16 KiB
-    // window that nothing drains.
+    // A length that is not a whole number of words, then a window and one more of 4 KiB
+    // frames into a window that nothing drains.
     t.send(&data(Channel::Weights, 0, 6)).unwrap();
-    for seq in 0..5 {
+    for seq in 0..window / 4096 + 1 {
         t.send(&data(Channel::Gradients, seq, 4096)).unwrap();
     }
     let settle = Instant::now() + Duration::from_millis(500);
@@ -84,17 +89,18 @@ fn window_violations_are_refused_and_counted_and_a_slow_reader_stalls_the_sender
     eprintln!("link_windows: window violations per channel before {before:?}, after {after:?}");
     assert_eq!(after[2] - before[2], 1, "the odd-length frame on channel 2");
     assert!(after[3] > before[3], "the frame past the credit on channel 3");
-    assert_eq!(accepted, 16384, "channel 3 took exactly its window before refusing");
+    assert_eq!(accepted, window, "channel 3 took exactly its window before refusing");
     assert_eq!(l.request(&Ping { nonce: 0x5a5a }, Duration::from_secs(5), 2).unwrap(), 0x5a5a, "v2 alive");
     rig.client.ping(0xa5a5).expect("v1 alive");
     drop(l);
 
-    // Credit stall: 64 KiB on channel 4 into a 16 KiB window whose echo the host does not read.
+    // Credit stall: four windows' worth on channel 4 into a window whose echo the host does
+    // not read.
     let cfg = Config { rx_buffer: 4096, ..Config::default() };
     let mut l = link(&phy, cfg);
     let v0 = counters(&mut l, WIN_VIOL + 4, 1)[0];
     let b0 = counters(&mut l, RX_BYTES + 4, 1)[0];
-    let payload: Vec<u8> = (0..65536u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let payload: Vec<u8> = (0..4 * window).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     assert_eq!(l.endpoint().write(Channel::Data, &payload).unwrap(), payload.len());
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -104,8 +110,8 @@ fn window_violations_are_refused_and_counted_and_a_slow_reader_stalls_the_sender
     let stalls = l.endpoint().sender(Channel::Data).unwrap().stats().credit_stalls;
     let board_stalls = counters(&mut l, 0x54 + 2, 1)[0];
     eprintln!("link_windows: stalled with {taken} B taken by the board, host credit stalls {stalls}, board credit stalls {board_stalls}");
-    assert!(taken <= 16384 + 4096, "the board took {taken} B: more than its window and the host's credit");
-    assert!(taken >= 16384, "the board took only {taken} B of its 16 KiB window");
+    assert!(taken <= window + 4096, "the board took {taken} B: more than its window and the host's credit");
+    assert!(taken >= window, "the board took only {taken} B of its {window} B window");
     assert!(stalls > 0, "the host's sender never waited for credit");
     assert!(board_stalls > 0, "the board's sender never waited for the host's credit");
     let mut echo = Vec::new();

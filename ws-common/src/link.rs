@@ -46,7 +46,7 @@ pub const MAGIC: [u8; 2] = *b"WS";
 /// Link protocol major version carried in every header.
 pub const VERSION: u8 = 2;
 /// Link protocol minor version (HELLO only; minor versions are compatible).
-pub const VERSION_MINOR: u8 = 0;
+pub const VERSION_MINOR: u8 = 1;
 /// Header bytes.
 pub const HEADER_LEN: usize = 24;
 /// Bytes after the padded payload (the pcrc), when the payload is not empty.

@@ -143,13 +143,24 @@ fn hello_resets_the_engine_and_reports_its_state() {
     assert_eq!(board.channel(Channel::Log).credit, 0);
     assert_eq!(rig.server.counters().hellos, 1);
 
+    // A retry of the same HELLO (same session) after streams started does not reset them.
+    let mut retry = Hello::new(65536, 32);
+    retry.session = 77;
+    let retry = frame(Header::new(Channel::Link, flags::HELLO), &retry.encode());
+    rig.feed(&retry, 1000);
+    assert_eq!(rig.engine.resets.len(), 2, "a new session resets");
+    rig.engine.state[Channel::Weights.index()].rx_committed = 4096;
+    let (out, _) = rig.feed(&retry, 1000);
+    assert_eq!(rig.engine.resets.len(), 2, "the same session's retry does not");
+    assert_eq!(Hello::decode(&out[0].1).unwrap().channel(Channel::Weights).rx_committed, 4096);
+
     // RESUME keeps the engine's state and says so.
     let g = &mut rig.engine.state[Channel::Gradients.index()];
     (g.rx_expected, g.rx_committed, g.credit) = (9, 8192, 24576);
     let (out, _) = rig.feed(&hello(2, true), 1000);
     let board = Hello::decode(&out[0].1).unwrap();
     assert_eq!(board.flags, hello_flags::RESUME);
-    assert_eq!(rig.engine.resets.len(), 1, "no reset on RESUME");
+    assert_eq!(rig.engine.resets.len(), 2, "no reset on RESUME");
     assert_eq!(board.channel(Channel::Gradients).rx_committed, 8192);
 }
 
@@ -159,7 +170,7 @@ fn another_major_version_is_answered_with_hello_error_and_our_version() {
     let (out, _) = rig.feed(&hello(3, false), 1000);
     let (h, p) = &out[0];
     assert_eq!(h.flags, flags::HELLO | flags::ERROR);
-    assert_eq!((p[0], p[1]), (2, 0), "the refusal carries the board's own version");
+    assert_eq!((p[0], p[1]), (2, 1), "the refusal carries the board's own version");
     assert_eq!(rig.server.counters().hello_refused, 1);
 }
 

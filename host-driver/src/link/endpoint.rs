@@ -175,6 +175,22 @@ pub struct Endpoint {
     payload: Vec<u8>,
     /// Control payloads (channel 1) received, oldest first.
     control_in: VecDeque<Vec<u8>>,
+    /// This connection attempt's HELLO `session`: kept across HELLO retries, new for every
+    /// fresh start, so the board resets its streams once per start, never on a retry.
+    session: u32,
+}
+
+/// A session id no other endpoint of this machine is likely to pick: time, pid and a
+/// counter, mixed (splitmix64); never 0 (0 means "unknown" in HELLO).
+fn new_session() -> u32 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let t =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut z = t ^ (std::process::id() as u64) << 32 ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) as u32).max(1)
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -206,6 +222,7 @@ impl Endpoint {
             frame: vec![0; MAX_FRAME],
             payload: Vec::new(),
             control_in: VecDeque::new(),
+            session: new_session(),
         }
     }
 
@@ -336,6 +353,9 @@ impl Endpoint {
     pub fn reconnect(&mut self, resume: bool) {
         self.decoder.reset();
         self.cfg.resume = resume;
+        if !resume {
+            self.session = new_session();
+        }
         self.state = LinkState::Connecting;
         if self.role == Role::Initiator {
             self.hello_due = Some(0);
@@ -344,6 +364,7 @@ impl Endpoint {
 
     fn my_hello(&self) -> Hello {
         let mut h = Hello::new(self.cfg.max_payload, self.cfg.window);
+        h.session = self.session;
         if self.cfg.resume {
             h.flags |= hello_flags::RESUME;
         }

@@ -290,9 +290,9 @@ fn a_board_of_another_major_version_is_refused_naming_both() {
     ws_common::link::encode_frame(&h, &hello, &mut frame).unwrap();
     host.input(&frame, 1);
     let LinkState::Refused(e) = host.state().clone() else { panic!("{:?}", host.state()) };
-    assert_eq!(e, HelloError::VersionMismatch { peer: (3, 1), ours: (2, 0) });
+    assert_eq!(e, HelloError::VersionMismatch { peer: (3, 1), ours: (2, 1) });
     let msg = e.to_string();
-    assert!(msg.contains("3.1") && msg.contains("2.0"), "{msg}");
+    assert!(msg.contains("3.1") && msg.contains("2.1"), "{msg}");
 }
 
 #[test]

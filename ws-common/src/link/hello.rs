@@ -6,13 +6,16 @@
 //!         4   max_payload u32
 //!         8   window u16, channels u8, reserved u8
 //!        12   8 × { rx_expected u32, rx_committed u32, tx_next u32, credit u32 }
+//!       140   session u32 (2.1: the sender's connection attempt; absent in 2.0)
 //! ```
 
 use super::{Channel, CHANNELS, MAX_PAYLOAD, VERSION, VERSION_MINOR};
 use crate::ctrl;
 
-/// Bytes of a HELLO payload.
-pub const HELLO_LEN: usize = 12 + CHANNELS * 16;
+/// Bytes of a HELLO payload as this side sends it (protocol 2.1).
+pub const HELLO_LEN: usize = HELLO_MIN_LEN + 4;
+/// The shortest HELLO a receiver accepts: the 2.0 layout, without `session`.
+pub const HELLO_MIN_LEN: usize = 12 + CHANNELS * 16;
 /// Value of the `channels` field: channels 0..=6 are in use (7 is reserved).
 pub const CHANNELS_IN_USE: u8 = 7;
 
@@ -41,7 +44,7 @@ pub struct ChannelState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HelloError {
     /// The payload is shorter than the version fields or the v2 layout.
-    #[error("HELLO payload of {len} bytes is too short ({HELLO_LEN} expected)")]
+    #[error("HELLO payload of {len} bytes is too short ({HELLO_MIN_LEN} expected)")]
     Short {
         /// Bytes received.
         len: usize,
@@ -88,6 +91,10 @@ pub struct Hello {
     pub channels: u8,
     /// Per-channel state, by channel number.
     pub state: [ChannelState; CHANNELS],
+    /// The sender's connection attempt (2.1), 0 when unknown (a 2.0 peer). A host picks a new
+    /// one per process and keeps it across its HELLO retries, so the board can tell a
+    /// retried HELLO, which must not reset streams already flowing, from a new host.
+    pub session: u32,
 }
 
 /// What both sides use after the handshake.
@@ -114,6 +121,7 @@ impl Hello {
             window,
             channels: CHANNELS_IN_USE,
             state: [ChannelState { rx_expected: 0, rx_committed: 0, tx_next: 0, credit: 0 }; CHANNELS],
+            session: 0,
         }
     }
 
@@ -138,6 +146,7 @@ impl Hello {
             b[o + 8..o + 12].copy_from_slice(&s.tx_next.to_le_bytes());
             b[o + 12..o + 16].copy_from_slice(&s.credit.to_le_bytes());
         }
+        b[HELLO_MIN_LEN..HELLO_LEN].copy_from_slice(&self.session.to_le_bytes());
         b
     }
 
@@ -151,7 +160,7 @@ impl Hello {
         if p[0] != VERSION {
             return Err(HelloError::VersionMismatch { peer: (p[0], p[1]), ours: (VERSION, VERSION_MINOR) });
         }
-        if p.len() < HELLO_LEN {
+        if p.len() < HELLO_MIN_LEN {
             return Err(HelloError::Short { len: p.len() });
         }
         let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
@@ -173,6 +182,7 @@ impl Hello {
             window: u16::from_le_bytes([p[8], p[9]]),
             channels: p[10],
             state,
+            session: if p.len() >= HELLO_LEN { u32_at(HELLO_MIN_LEN) } else { 0 },
         };
         h.validate()?;
         Ok(h)
@@ -249,11 +259,15 @@ mod tests {
         let mut h = Hello::new(4096, 16);
         h.flags = hello_flags::RESUME;
         h.state[2] = ChannelState { rx_expected: 1, rx_committed: 2, tx_next: 3, credit: 4 };
+        h.session = 0x0102_0304;
         let b = h.encode();
-        assert_eq!(&b[..12], &[2, 0, 1, 0, 0, 0x10, 0, 0, 16, 0, 7, 0]);
+        assert_eq!(&b[..12], &[2, 1, 1, 0, 0, 0x10, 0, 0, 16, 0, 7, 0]);
         assert_eq!(&b[12 + 32..12 + 48], &[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
+        assert_eq!(&b[140..], &[4, 3, 2, 1]);
         assert_eq!(Hello::decode(&b), Ok(h));
         assert_eq!(h.channel(Channel::Weights).credit, 4);
+        // A 2.0 HELLO (no session) is still understood.
+        assert_eq!(Hello::decode(&b[..HELLO_MIN_LEN]), Ok(Hello { session: 0, ..h }));
     }
 
     #[test]
@@ -262,9 +276,9 @@ mod tests {
         b[0] = 3;
         b[1] = 1;
         let e = Hello::decode(&b[..2]).unwrap_err();
-        assert_eq!(e, HelloError::VersionMismatch { peer: (3, 1), ours: (2, 0) });
+        assert_eq!(e, HelloError::VersionMismatch { peer: (3, 1), ours: (2, 1) });
         let msg = e.to_string();
-        assert!(msg.contains("3.1") && msg.contains("2.0"), "{msg}");
+        assert!(msg.contains("3.1") && msg.contains("2.1"), "{msg}");
     }
 
     #[test]
@@ -292,7 +306,7 @@ mod tests {
         let mut b = Hello::new(4096, 16);
         a.flags = hello_flags::RESUME;
         let n = a.negotiate(&b).unwrap();
-        assert_eq!(n, Negotiated { max_payload: 4096, window: 16, minor: 0, resume: false });
+        assert_eq!(n, Negotiated { max_payload: 4096, window: 16, minor: 1, resume: false });
         b.flags = hello_flags::RESUME;
         assert!(a.negotiate(&b).unwrap().resume);
     }
@@ -305,7 +319,7 @@ mod tests {
             ctrl::encode_frame(ctrl::FRAME_ERROR_OPCODE, 0, &[ctrl::Status::BadVersion as u8, 1], &mut out)
                 .unwrap();
         let e = detect_v1_reply(&out[..n]).unwrap();
-        assert_eq!(e, HelloError::VersionMismatch { peer: (1, 0), ours: (2, 0) });
+        assert_eq!(e, HelloError::VersionMismatch { peer: (1, 0), ours: (2, 1) });
         assert!(detect_v1_reply(b"noise").is_none());
     }
 }
