@@ -694,6 +694,466 @@ impl Link {
     }
 }
 
+/// The `swarm` block: SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
+#[derive(Debug)]
+pub struct Swarm {
+    _private: (),
+}
+
+impl Swarm {
+    /// Base address.
+    pub const BASE: usize = regmap::swarm::BASE as usize;
+    /// The block's ID word (offset 0).
+    #[inline(always)]
+    pub fn id(&self) -> Reg {
+        Reg(Self::BASE)
+    }
+    /// CTRL (rw): Reduce configuration.
+    #[inline(always)]
+    pub fn ctrl(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CTRL as usize)
+    }
+    /// PORT_MASK (rw): Active downstream ports (bit p = port p); ports at or past PARAMS.ports are ignored. Taken at the next chunk boundary of each direction.
+    #[inline(always)]
+    pub fn port_mask(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::PORT_MASK as usize)
+    }
+    /// SCALE (rw): binary32 scale of each sum when CTRL.scale_en.
+    #[inline(always)]
+    pub fn scale(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::SCALE as usize)
+    }
+    /// TIMEOUT (rw): Cycles an active port may lag its peers before it is flagged; 0 = never.
+    #[inline(always)]
+    pub fn timeout(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::TIMEOUT as usize)
+    }
+    /// CNT_CLEAR (wo): Write 1: zero every counter and LAT_MAX.
+    #[inline(always)]
+    pub fn cnt_clear(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CNT_CLEAR as usize)
+    }
+    /// PARAMS (ro): Build parameters.
+    #[inline(always)]
+    pub fn params(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::PARAMS as usize)
+    }
+    /// MASKS (ro): Port masks in effect now (they follow PORT_MASK at chunk boundaries).
+    #[inline(always)]
+    pub fn masks(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::MASKS as usize)
+    }
+    /// DROPPING (ro): Ports discarding the rest of an aborted chunk.
+    #[inline(always)]
+    pub fn dropping(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DROPPING as usize)
+    }
+    /// CNT_BCAST (ro): Flits taken from upstream (broadcast).
+    #[inline(always)]
+    pub fn cnt_bcast(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CNT_BCAST as usize)
+    }
+    /// CNT_REDUCED (ro): Flits sent upstream (sums and error flits).
+    #[inline(always)]
+    pub fn cnt_reduced(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CNT_REDUCED as usize)
+    }
+    /// CNT_DROPPED (ro): Uplink flits discarded (masked ports, aborted chunks).
+    #[inline(always)]
+    pub fn cnt_dropped(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CNT_DROPPED as usize)
+    }
+    /// CNT_ERRORS (ro): Chunks aborted (error flits sent).
+    #[inline(always)]
+    pub fn cnt_errors(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::CNT_ERRORS as usize)
+    }
+    /// LAT_LAST (ro): Cycles from alignment to output of the last reduced flit.
+    #[inline(always)]
+    pub fn lat_last(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::LAT_LAST as usize)
+    }
+    /// LAT_MAX (ro): Largest LAT_LAST since CNT_CLEAR.
+    #[inline(always)]
+    pub fn lat_max(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::LAT_MAX as usize)
+    }
+    /// ERR (w1c/ro): The first abort since the last clear (later ones are counted in CNT_ERRORS only); write 1 to pending to clear and take the next.
+    #[inline(always)]
+    pub fn err(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR as usize)
+    }
+    /// ERR_PORTS (ro): Of the latched abort: ports without a flit at a timeout, and ports whose header differed.
+    #[inline(always)]
+    pub fn err_ports(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR_PORTS as usize)
+    }
+    /// ERR_FORWARD (ro): Of the latched abort: the port whose error flit was forwarded.
+    #[inline(always)]
+    pub fn err_forward(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR_FORWARD as usize)
+    }
+    /// ERR_PAYLOAD (ro): Of the latched abort: the error flit's payload (code, hops, port path).
+    #[inline(always)]
+    pub fn err_payload(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR_PAYLOAD as usize)
+    }
+    /// ERR_USER_LO (ro): Of the latched abort: the error flit's header, low word.
+    #[inline(always)]
+    pub fn err_user_lo(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR_USER_LO as usize)
+    }
+    /// ERR_USER_HI (ro): Of the latched abort: the error flit's header, high word.
+    #[inline(always)]
+    pub fn err_user_hi(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::ERR_USER_HI as usize)
+    }
+    /// UP_FLITS0 (ro): Gradient flits taken from the port (instance 0 of 16.)
+    #[inline(always)]
+    pub fn up_flits0(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS0 as usize)
+    }
+    /// UP_FLITS[i] for i < 16: instance i of the array, at UP_FLITS0 + i × 0x10.
+    #[inline(always)]
+    pub fn up_flits(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::swarm::UP_FLITS0 as usize + i * 0x10)
+    }
+    /// UP_FLITS1 (ro): Gradient flits taken from the port (instance 1 of 16.)
+    #[inline(always)]
+    pub fn up_flits1(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS1 as usize)
+    }
+    /// UP_FLITS2 (ro): Gradient flits taken from the port (instance 2 of 16.)
+    #[inline(always)]
+    pub fn up_flits2(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS2 as usize)
+    }
+    /// UP_FLITS3 (ro): Gradient flits taken from the port (instance 3 of 16.)
+    #[inline(always)]
+    pub fn up_flits3(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS3 as usize)
+    }
+    /// UP_FLITS4 (ro): Gradient flits taken from the port (instance 4 of 16.)
+    #[inline(always)]
+    pub fn up_flits4(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS4 as usize)
+    }
+    /// UP_FLITS5 (ro): Gradient flits taken from the port (instance 5 of 16.)
+    #[inline(always)]
+    pub fn up_flits5(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS5 as usize)
+    }
+    /// UP_FLITS6 (ro): Gradient flits taken from the port (instance 6 of 16.)
+    #[inline(always)]
+    pub fn up_flits6(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS6 as usize)
+    }
+    /// UP_FLITS7 (ro): Gradient flits taken from the port (instance 7 of 16.)
+    #[inline(always)]
+    pub fn up_flits7(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS7 as usize)
+    }
+    /// UP_FLITS8 (ro): Gradient flits taken from the port (instance 8 of 16.)
+    #[inline(always)]
+    pub fn up_flits8(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS8 as usize)
+    }
+    /// UP_FLITS9 (ro): Gradient flits taken from the port (instance 9 of 16.)
+    #[inline(always)]
+    pub fn up_flits9(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS9 as usize)
+    }
+    /// UP_FLITS10 (ro): Gradient flits taken from the port (instance 10 of 16.)
+    #[inline(always)]
+    pub fn up_flits10(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS10 as usize)
+    }
+    /// UP_FLITS11 (ro): Gradient flits taken from the port (instance 11 of 16.)
+    #[inline(always)]
+    pub fn up_flits11(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS11 as usize)
+    }
+    /// UP_FLITS12 (ro): Gradient flits taken from the port (instance 12 of 16.)
+    #[inline(always)]
+    pub fn up_flits12(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS12 as usize)
+    }
+    /// UP_FLITS13 (ro): Gradient flits taken from the port (instance 13 of 16.)
+    #[inline(always)]
+    pub fn up_flits13(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS13 as usize)
+    }
+    /// UP_FLITS14 (ro): Gradient flits taken from the port (instance 14 of 16.)
+    #[inline(always)]
+    pub fn up_flits14(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS14 as usize)
+    }
+    /// UP_FLITS15 (ro): Gradient flits taken from the port (instance 15 of 16.)
+    #[inline(always)]
+    pub fn up_flits15(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_FLITS15 as usize)
+    }
+    /// DN_FLITS0 (ro): Weight flits delivered to the port (instance 0 of 16.)
+    #[inline(always)]
+    pub fn dn_flits0(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS0 as usize)
+    }
+    /// DN_FLITS[i] for i < 16: instance i of the array, at DN_FLITS0 + i × 0x10.
+    #[inline(always)]
+    pub fn dn_flits(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::swarm::DN_FLITS0 as usize + i * 0x10)
+    }
+    /// DN_FLITS1 (ro): Weight flits delivered to the port (instance 1 of 16.)
+    #[inline(always)]
+    pub fn dn_flits1(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS1 as usize)
+    }
+    /// DN_FLITS2 (ro): Weight flits delivered to the port (instance 2 of 16.)
+    #[inline(always)]
+    pub fn dn_flits2(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS2 as usize)
+    }
+    /// DN_FLITS3 (ro): Weight flits delivered to the port (instance 3 of 16.)
+    #[inline(always)]
+    pub fn dn_flits3(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS3 as usize)
+    }
+    /// DN_FLITS4 (ro): Weight flits delivered to the port (instance 4 of 16.)
+    #[inline(always)]
+    pub fn dn_flits4(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS4 as usize)
+    }
+    /// DN_FLITS5 (ro): Weight flits delivered to the port (instance 5 of 16.)
+    #[inline(always)]
+    pub fn dn_flits5(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS5 as usize)
+    }
+    /// DN_FLITS6 (ro): Weight flits delivered to the port (instance 6 of 16.)
+    #[inline(always)]
+    pub fn dn_flits6(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS6 as usize)
+    }
+    /// DN_FLITS7 (ro): Weight flits delivered to the port (instance 7 of 16.)
+    #[inline(always)]
+    pub fn dn_flits7(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS7 as usize)
+    }
+    /// DN_FLITS8 (ro): Weight flits delivered to the port (instance 8 of 16.)
+    #[inline(always)]
+    pub fn dn_flits8(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS8 as usize)
+    }
+    /// DN_FLITS9 (ro): Weight flits delivered to the port (instance 9 of 16.)
+    #[inline(always)]
+    pub fn dn_flits9(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS9 as usize)
+    }
+    /// DN_FLITS10 (ro): Weight flits delivered to the port (instance 10 of 16.)
+    #[inline(always)]
+    pub fn dn_flits10(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS10 as usize)
+    }
+    /// DN_FLITS11 (ro): Weight flits delivered to the port (instance 11 of 16.)
+    #[inline(always)]
+    pub fn dn_flits11(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS11 as usize)
+    }
+    /// DN_FLITS12 (ro): Weight flits delivered to the port (instance 12 of 16.)
+    #[inline(always)]
+    pub fn dn_flits12(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS12 as usize)
+    }
+    /// DN_FLITS13 (ro): Weight flits delivered to the port (instance 13 of 16.)
+    #[inline(always)]
+    pub fn dn_flits13(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS13 as usize)
+    }
+    /// DN_FLITS14 (ro): Weight flits delivered to the port (instance 14 of 16.)
+    #[inline(always)]
+    pub fn dn_flits14(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS14 as usize)
+    }
+    /// DN_FLITS15 (ro): Weight flits delivered to the port (instance 15 of 16.)
+    #[inline(always)]
+    pub fn dn_flits15(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_FLITS15 as usize)
+    }
+    /// UP_WAIT0 (ro): Cycles the aligner waited for the port (instance 0 of 16.)
+    #[inline(always)]
+    pub fn up_wait0(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT0 as usize)
+    }
+    /// UP_WAIT[i] for i < 16: instance i of the array, at UP_WAIT0 + i × 0x10.
+    #[inline(always)]
+    pub fn up_wait(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::swarm::UP_WAIT0 as usize + i * 0x10)
+    }
+    /// UP_WAIT1 (ro): Cycles the aligner waited for the port (instance 1 of 16.)
+    #[inline(always)]
+    pub fn up_wait1(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT1 as usize)
+    }
+    /// UP_WAIT2 (ro): Cycles the aligner waited for the port (instance 2 of 16.)
+    #[inline(always)]
+    pub fn up_wait2(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT2 as usize)
+    }
+    /// UP_WAIT3 (ro): Cycles the aligner waited for the port (instance 3 of 16.)
+    #[inline(always)]
+    pub fn up_wait3(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT3 as usize)
+    }
+    /// UP_WAIT4 (ro): Cycles the aligner waited for the port (instance 4 of 16.)
+    #[inline(always)]
+    pub fn up_wait4(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT4 as usize)
+    }
+    /// UP_WAIT5 (ro): Cycles the aligner waited for the port (instance 5 of 16.)
+    #[inline(always)]
+    pub fn up_wait5(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT5 as usize)
+    }
+    /// UP_WAIT6 (ro): Cycles the aligner waited for the port (instance 6 of 16.)
+    #[inline(always)]
+    pub fn up_wait6(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT6 as usize)
+    }
+    /// UP_WAIT7 (ro): Cycles the aligner waited for the port (instance 7 of 16.)
+    #[inline(always)]
+    pub fn up_wait7(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT7 as usize)
+    }
+    /// UP_WAIT8 (ro): Cycles the aligner waited for the port (instance 8 of 16.)
+    #[inline(always)]
+    pub fn up_wait8(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT8 as usize)
+    }
+    /// UP_WAIT9 (ro): Cycles the aligner waited for the port (instance 9 of 16.)
+    #[inline(always)]
+    pub fn up_wait9(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT9 as usize)
+    }
+    /// UP_WAIT10 (ro): Cycles the aligner waited for the port (instance 10 of 16.)
+    #[inline(always)]
+    pub fn up_wait10(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT10 as usize)
+    }
+    /// UP_WAIT11 (ro): Cycles the aligner waited for the port (instance 11 of 16.)
+    #[inline(always)]
+    pub fn up_wait11(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT11 as usize)
+    }
+    /// UP_WAIT12 (ro): Cycles the aligner waited for the port (instance 12 of 16.)
+    #[inline(always)]
+    pub fn up_wait12(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT12 as usize)
+    }
+    /// UP_WAIT13 (ro): Cycles the aligner waited for the port (instance 13 of 16.)
+    #[inline(always)]
+    pub fn up_wait13(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT13 as usize)
+    }
+    /// UP_WAIT14 (ro): Cycles the aligner waited for the port (instance 14 of 16.)
+    #[inline(always)]
+    pub fn up_wait14(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT14 as usize)
+    }
+    /// UP_WAIT15 (ro): Cycles the aligner waited for the port (instance 15 of 16.)
+    #[inline(always)]
+    pub fn up_wait15(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::UP_WAIT15 as usize)
+    }
+    /// DN_STALL0 (ro): Cycles the port held a weight flit it could not deliver (instance 0 of 16.)
+    #[inline(always)]
+    pub fn dn_stall0(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL0 as usize)
+    }
+    /// DN_STALL[i] for i < 16: instance i of the array, at DN_STALL0 + i × 0x10.
+    #[inline(always)]
+    pub fn dn_stall(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::swarm::DN_STALL0 as usize + i * 0x10)
+    }
+    /// DN_STALL1 (ro): Cycles the port held a weight flit it could not deliver (instance 1 of 16.)
+    #[inline(always)]
+    pub fn dn_stall1(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL1 as usize)
+    }
+    /// DN_STALL2 (ro): Cycles the port held a weight flit it could not deliver (instance 2 of 16.)
+    #[inline(always)]
+    pub fn dn_stall2(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL2 as usize)
+    }
+    /// DN_STALL3 (ro): Cycles the port held a weight flit it could not deliver (instance 3 of 16.)
+    #[inline(always)]
+    pub fn dn_stall3(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL3 as usize)
+    }
+    /// DN_STALL4 (ro): Cycles the port held a weight flit it could not deliver (instance 4 of 16.)
+    #[inline(always)]
+    pub fn dn_stall4(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL4 as usize)
+    }
+    /// DN_STALL5 (ro): Cycles the port held a weight flit it could not deliver (instance 5 of 16.)
+    #[inline(always)]
+    pub fn dn_stall5(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL5 as usize)
+    }
+    /// DN_STALL6 (ro): Cycles the port held a weight flit it could not deliver (instance 6 of 16.)
+    #[inline(always)]
+    pub fn dn_stall6(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL6 as usize)
+    }
+    /// DN_STALL7 (ro): Cycles the port held a weight flit it could not deliver (instance 7 of 16.)
+    #[inline(always)]
+    pub fn dn_stall7(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL7 as usize)
+    }
+    /// DN_STALL8 (ro): Cycles the port held a weight flit it could not deliver (instance 8 of 16.)
+    #[inline(always)]
+    pub fn dn_stall8(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL8 as usize)
+    }
+    /// DN_STALL9 (ro): Cycles the port held a weight flit it could not deliver (instance 9 of 16.)
+    #[inline(always)]
+    pub fn dn_stall9(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL9 as usize)
+    }
+    /// DN_STALL10 (ro): Cycles the port held a weight flit it could not deliver (instance 10 of 16.)
+    #[inline(always)]
+    pub fn dn_stall10(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL10 as usize)
+    }
+    /// DN_STALL11 (ro): Cycles the port held a weight flit it could not deliver (instance 11 of 16.)
+    #[inline(always)]
+    pub fn dn_stall11(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL11 as usize)
+    }
+    /// DN_STALL12 (ro): Cycles the port held a weight flit it could not deliver (instance 12 of 16.)
+    #[inline(always)]
+    pub fn dn_stall12(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL12 as usize)
+    }
+    /// DN_STALL13 (ro): Cycles the port held a weight flit it could not deliver (instance 13 of 16.)
+    #[inline(always)]
+    pub fn dn_stall13(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL13 as usize)
+    }
+    /// DN_STALL14 (ro): Cycles the port held a weight flit it could not deliver (instance 14 of 16.)
+    #[inline(always)]
+    pub fn dn_stall14(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL14 as usize)
+    }
+    /// DN_STALL15 (ro): Cycles the port held a weight flit it could not deliver (instance 15 of 16.)
+    #[inline(always)]
+    pub fn dn_stall15(&self) -> Reg {
+        Reg(Self::BASE + regmap::swarm::DN_STALL15 as usize)
+    }
+}
+
 /// Every register block, each owned once.
 #[derive(Debug)]
 pub struct Peripherals {
@@ -709,6 +1169,8 @@ pub struct Peripherals {
     pub hostlink: Hostlink,
     /// The `link` block.
     pub link: Link,
+    /// The `swarm` block.
+    pub swarm: Swarm,
 }
 
 static mut TAKEN: bool = false;
@@ -742,6 +1204,7 @@ impl Peripherals {
             gpio: Gpio { _private: () },
             hostlink: Hostlink { _private: () },
             link: Link { _private: () },
+            swarm: Swarm { _private: () },
         }
     }
 }

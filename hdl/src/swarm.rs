@@ -118,6 +118,17 @@ pub fn node_spec(p: &NodeParams) -> Result<BlockSpec, BuildError> {
     with_fpnew(spec)
 }
 
+/// One node behind its register block (`ws_swarm_block`, `hdl/regmap/swarm.toml`) as the top.
+pub fn block_spec(p: &NodeParams) -> Result<BlockSpec, BuildError> {
+    let mut spec = BlockSpec::new("ws_swarm_block")
+        .files(NODE_FILES.iter().copied())
+        .files(["hdl/rtl/gen/ws_swarm_csr.v", "hdl/rtl/ws_swarm_block.v"]);
+    for (k, v) in p.verilog_params() {
+        spec = spec.param(k, v);
+    }
+    with_fpnew(spec)
+}
+
 /// A uniform tree of nodes to build: the fan-out of each level from the root down, and the
 /// node parameters of each level (its `ports` must equal the level's fan-out).
 #[derive(Debug, Clone, PartialEq, Eq)]

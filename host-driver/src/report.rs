@@ -158,7 +158,7 @@ pub fn block_rows(info: &IdentityInfo) -> Vec<BlockRow> {
             }
         })
         .collect();
-    for k in BLOCKS {
+    for k in BLOCKS.iter().filter(|k| k.in_soc) {
         if !info.blocks().iter().any(|b| b.id == k.id) {
             rows.push(BlockRow {
                 slot: k.slot,

@@ -938,12 +938,723 @@ pub mod link {
     }
 }
 
+/// `swarm` block (hdl/regmap/swarm.toml): SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
+pub mod swarm {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 24;
+    /// Base address.
+    pub const BASE: u32 = 0x20018000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x5358;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 1;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x53580100;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of CTRL: Reduce configuration.
+    pub const CTRL: u32 = 0x004;
+    /// Offset of PORT_MASK: Active downstream ports (bit p = port p); ports at or past PARAMS.ports are ignored. Taken at the next chunk boundary of each direction.
+    pub const PORT_MASK: u32 = 0x008;
+    /// Offset of SCALE: binary32 scale of each sum when CTRL.scale_en.
+    pub const SCALE: u32 = 0x00c;
+    /// Offset of TIMEOUT: Cycles an active port may lag its peers before it is flagged; 0 = never.
+    pub const TIMEOUT: u32 = 0x010;
+    /// Offset of CNT_CLEAR: Write 1: zero every counter and LAT_MAX.
+    pub const CNT_CLEAR: u32 = 0x014;
+    /// Offset of PARAMS: Build parameters.
+    pub const PARAMS: u32 = 0x018;
+    /// Offset of MASKS: Port masks in effect now (they follow PORT_MASK at chunk boundaries).
+    pub const MASKS: u32 = 0x01c;
+    /// Offset of DROPPING: Ports discarding the rest of an aborted chunk.
+    pub const DROPPING: u32 = 0x020;
+    /// Offset of CNT_BCAST: Flits taken from upstream (broadcast).
+    pub const CNT_BCAST: u32 = 0x024;
+    /// Offset of CNT_REDUCED: Flits sent upstream (sums and error flits).
+    pub const CNT_REDUCED: u32 = 0x028;
+    /// Offset of CNT_DROPPED: Uplink flits discarded (masked ports, aborted chunks).
+    pub const CNT_DROPPED: u32 = 0x02c;
+    /// Offset of CNT_ERRORS: Chunks aborted (error flits sent).
+    pub const CNT_ERRORS: u32 = 0x030;
+    /// Offset of LAT_LAST: Cycles from alignment to output of the last reduced flit.
+    pub const LAT_LAST: u32 = 0x034;
+    /// Offset of LAT_MAX: Largest LAT_LAST since CNT_CLEAR.
+    pub const LAT_MAX: u32 = 0x038;
+    /// Offset of ERR: The first abort since the last clear (later ones are counted in CNT_ERRORS only); write 1 to pending to clear and take the next.
+    pub const ERR: u32 = 0x040;
+    /// Offset of ERR_PORTS: Of the latched abort: ports without a flit at a timeout, and ports whose header differed.
+    pub const ERR_PORTS: u32 = 0x044;
+    /// Offset of ERR_FORWARD: Of the latched abort: the port whose error flit was forwarded.
+    pub const ERR_FORWARD: u32 = 0x048;
+    /// Offset of ERR_PAYLOAD: Of the latched abort: the error flit's payload (code, hops, port path).
+    pub const ERR_PAYLOAD: u32 = 0x04c;
+    /// Offset of ERR_USER_LO: Of the latched abort: the error flit's header, low word.
+    pub const ERR_USER_LO: u32 = 0x050;
+    /// Offset of ERR_USER_HI: Of the latched abort: the error flit's header, high word.
+    pub const ERR_USER_HI: u32 = 0x054;
+    /// Offset of UP_FLITS0: Gradient flits taken from the port (instance 0 of 16.)
+    pub const UP_FLITS0: u32 = 0x100;
+    /// Offset of UP_FLITS1: Gradient flits taken from the port (instance 1 of 16.)
+    pub const UP_FLITS1: u32 = 0x110;
+    /// Offset of UP_FLITS2: Gradient flits taken from the port (instance 2 of 16.)
+    pub const UP_FLITS2: u32 = 0x120;
+    /// Offset of UP_FLITS3: Gradient flits taken from the port (instance 3 of 16.)
+    pub const UP_FLITS3: u32 = 0x130;
+    /// Offset of UP_FLITS4: Gradient flits taken from the port (instance 4 of 16.)
+    pub const UP_FLITS4: u32 = 0x140;
+    /// Offset of UP_FLITS5: Gradient flits taken from the port (instance 5 of 16.)
+    pub const UP_FLITS5: u32 = 0x150;
+    /// Offset of UP_FLITS6: Gradient flits taken from the port (instance 6 of 16.)
+    pub const UP_FLITS6: u32 = 0x160;
+    /// Offset of UP_FLITS7: Gradient flits taken from the port (instance 7 of 16.)
+    pub const UP_FLITS7: u32 = 0x170;
+    /// Offset of UP_FLITS8: Gradient flits taken from the port (instance 8 of 16.)
+    pub const UP_FLITS8: u32 = 0x180;
+    /// Offset of UP_FLITS9: Gradient flits taken from the port (instance 9 of 16.)
+    pub const UP_FLITS9: u32 = 0x190;
+    /// Offset of UP_FLITS10: Gradient flits taken from the port (instance 10 of 16.)
+    pub const UP_FLITS10: u32 = 0x1a0;
+    /// Offset of UP_FLITS11: Gradient flits taken from the port (instance 11 of 16.)
+    pub const UP_FLITS11: u32 = 0x1b0;
+    /// Offset of UP_FLITS12: Gradient flits taken from the port (instance 12 of 16.)
+    pub const UP_FLITS12: u32 = 0x1c0;
+    /// Offset of UP_FLITS13: Gradient flits taken from the port (instance 13 of 16.)
+    pub const UP_FLITS13: u32 = 0x1d0;
+    /// Offset of UP_FLITS14: Gradient flits taken from the port (instance 14 of 16.)
+    pub const UP_FLITS14: u32 = 0x1e0;
+    /// Offset of UP_FLITS15: Gradient flits taken from the port (instance 15 of 16.)
+    pub const UP_FLITS15: u32 = 0x1f0;
+    /// Offset of DN_FLITS0: Weight flits delivered to the port (instance 0 of 16.)
+    pub const DN_FLITS0: u32 = 0x104;
+    /// Offset of DN_FLITS1: Weight flits delivered to the port (instance 1 of 16.)
+    pub const DN_FLITS1: u32 = 0x114;
+    /// Offset of DN_FLITS2: Weight flits delivered to the port (instance 2 of 16.)
+    pub const DN_FLITS2: u32 = 0x124;
+    /// Offset of DN_FLITS3: Weight flits delivered to the port (instance 3 of 16.)
+    pub const DN_FLITS3: u32 = 0x134;
+    /// Offset of DN_FLITS4: Weight flits delivered to the port (instance 4 of 16.)
+    pub const DN_FLITS4: u32 = 0x144;
+    /// Offset of DN_FLITS5: Weight flits delivered to the port (instance 5 of 16.)
+    pub const DN_FLITS5: u32 = 0x154;
+    /// Offset of DN_FLITS6: Weight flits delivered to the port (instance 6 of 16.)
+    pub const DN_FLITS6: u32 = 0x164;
+    /// Offset of DN_FLITS7: Weight flits delivered to the port (instance 7 of 16.)
+    pub const DN_FLITS7: u32 = 0x174;
+    /// Offset of DN_FLITS8: Weight flits delivered to the port (instance 8 of 16.)
+    pub const DN_FLITS8: u32 = 0x184;
+    /// Offset of DN_FLITS9: Weight flits delivered to the port (instance 9 of 16.)
+    pub const DN_FLITS9: u32 = 0x194;
+    /// Offset of DN_FLITS10: Weight flits delivered to the port (instance 10 of 16.)
+    pub const DN_FLITS10: u32 = 0x1a4;
+    /// Offset of DN_FLITS11: Weight flits delivered to the port (instance 11 of 16.)
+    pub const DN_FLITS11: u32 = 0x1b4;
+    /// Offset of DN_FLITS12: Weight flits delivered to the port (instance 12 of 16.)
+    pub const DN_FLITS12: u32 = 0x1c4;
+    /// Offset of DN_FLITS13: Weight flits delivered to the port (instance 13 of 16.)
+    pub const DN_FLITS13: u32 = 0x1d4;
+    /// Offset of DN_FLITS14: Weight flits delivered to the port (instance 14 of 16.)
+    pub const DN_FLITS14: u32 = 0x1e4;
+    /// Offset of DN_FLITS15: Weight flits delivered to the port (instance 15 of 16.)
+    pub const DN_FLITS15: u32 = 0x1f4;
+    /// Offset of UP_WAIT0: Cycles the aligner waited for the port (instance 0 of 16.)
+    pub const UP_WAIT0: u32 = 0x108;
+    /// Offset of UP_WAIT1: Cycles the aligner waited for the port (instance 1 of 16.)
+    pub const UP_WAIT1: u32 = 0x118;
+    /// Offset of UP_WAIT2: Cycles the aligner waited for the port (instance 2 of 16.)
+    pub const UP_WAIT2: u32 = 0x128;
+    /// Offset of UP_WAIT3: Cycles the aligner waited for the port (instance 3 of 16.)
+    pub const UP_WAIT3: u32 = 0x138;
+    /// Offset of UP_WAIT4: Cycles the aligner waited for the port (instance 4 of 16.)
+    pub const UP_WAIT4: u32 = 0x148;
+    /// Offset of UP_WAIT5: Cycles the aligner waited for the port (instance 5 of 16.)
+    pub const UP_WAIT5: u32 = 0x158;
+    /// Offset of UP_WAIT6: Cycles the aligner waited for the port (instance 6 of 16.)
+    pub const UP_WAIT6: u32 = 0x168;
+    /// Offset of UP_WAIT7: Cycles the aligner waited for the port (instance 7 of 16.)
+    pub const UP_WAIT7: u32 = 0x178;
+    /// Offset of UP_WAIT8: Cycles the aligner waited for the port (instance 8 of 16.)
+    pub const UP_WAIT8: u32 = 0x188;
+    /// Offset of UP_WAIT9: Cycles the aligner waited for the port (instance 9 of 16.)
+    pub const UP_WAIT9: u32 = 0x198;
+    /// Offset of UP_WAIT10: Cycles the aligner waited for the port (instance 10 of 16.)
+    pub const UP_WAIT10: u32 = 0x1a8;
+    /// Offset of UP_WAIT11: Cycles the aligner waited for the port (instance 11 of 16.)
+    pub const UP_WAIT11: u32 = 0x1b8;
+    /// Offset of UP_WAIT12: Cycles the aligner waited for the port (instance 12 of 16.)
+    pub const UP_WAIT12: u32 = 0x1c8;
+    /// Offset of UP_WAIT13: Cycles the aligner waited for the port (instance 13 of 16.)
+    pub const UP_WAIT13: u32 = 0x1d8;
+    /// Offset of UP_WAIT14: Cycles the aligner waited for the port (instance 14 of 16.)
+    pub const UP_WAIT14: u32 = 0x1e8;
+    /// Offset of UP_WAIT15: Cycles the aligner waited for the port (instance 15 of 16.)
+    pub const UP_WAIT15: u32 = 0x1f8;
+    /// Offset of DN_STALL0: Cycles the port held a weight flit it could not deliver (instance 0 of 16.)
+    pub const DN_STALL0: u32 = 0x10c;
+    /// Offset of DN_STALL1: Cycles the port held a weight flit it could not deliver (instance 1 of 16.)
+    pub const DN_STALL1: u32 = 0x11c;
+    /// Offset of DN_STALL2: Cycles the port held a weight flit it could not deliver (instance 2 of 16.)
+    pub const DN_STALL2: u32 = 0x12c;
+    /// Offset of DN_STALL3: Cycles the port held a weight flit it could not deliver (instance 3 of 16.)
+    pub const DN_STALL3: u32 = 0x13c;
+    /// Offset of DN_STALL4: Cycles the port held a weight flit it could not deliver (instance 4 of 16.)
+    pub const DN_STALL4: u32 = 0x14c;
+    /// Offset of DN_STALL5: Cycles the port held a weight flit it could not deliver (instance 5 of 16.)
+    pub const DN_STALL5: u32 = 0x15c;
+    /// Offset of DN_STALL6: Cycles the port held a weight flit it could not deliver (instance 6 of 16.)
+    pub const DN_STALL6: u32 = 0x16c;
+    /// Offset of DN_STALL7: Cycles the port held a weight flit it could not deliver (instance 7 of 16.)
+    pub const DN_STALL7: u32 = 0x17c;
+    /// Offset of DN_STALL8: Cycles the port held a weight flit it could not deliver (instance 8 of 16.)
+    pub const DN_STALL8: u32 = 0x18c;
+    /// Offset of DN_STALL9: Cycles the port held a weight flit it could not deliver (instance 9 of 16.)
+    pub const DN_STALL9: u32 = 0x19c;
+    /// Offset of DN_STALL10: Cycles the port held a weight flit it could not deliver (instance 10 of 16.)
+    pub const DN_STALL10: u32 = 0x1ac;
+    /// Offset of DN_STALL11: Cycles the port held a weight flit it could not deliver (instance 11 of 16.)
+    pub const DN_STALL11: u32 = 0x1bc;
+    /// Offset of DN_STALL12: Cycles the port held a weight flit it could not deliver (instance 12 of 16.)
+    pub const DN_STALL12: u32 = 0x1cc;
+    /// Offset of DN_STALL13: Cycles the port held a weight flit it could not deliver (instance 13 of 16.)
+    pub const DN_STALL13: u32 = 0x1dc;
+    /// Offset of DN_STALL14: Cycles the port held a weight flit it could not deliver (instance 14 of 16.)
+    pub const DN_STALL14: u32 = 0x1ec;
+    /// Offset of DN_STALL15: Cycles the port held a weight flit it could not deliver (instance 15 of 16.)
+    pub const DN_STALL15: u32 = 0x1fc;
+    /// Fields of CTRL.
+    pub mod ctrl {
+        use super::Field;
+        /// Wire format: 0 fp32, 1 bf16 in with fp32 sums out, 2 bf16 in and out (ws_flit.vh WS_DTYPE_*). (rw, bits 1:0).
+        pub const DTYPE: Field = Field { shift: 0, width: 2 };
+        /// Multiply each sum by SCALE (at the root: 1 / active ports). (rw, bits 4:4).
+        pub const SCALE_EN: Field = Field { shift: 4, width: 1 };
+        /// Interrupt while ERR.pending is set. (rw, bits 8:8).
+        pub const IRQ_ERR: Field = Field { shift: 8, width: 1 };
+    }
+    /// Fields of PORT_MASK.
+    pub mod port_mask {
+        use super::Field;
+        /// `mask` field (rw, bits 15:0).
+        pub const MASK: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of SCALE.
+    pub mod scale {
+        use super::Field;
+        /// `value` field (rw, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TIMEOUT.
+    pub mod timeout {
+        use super::Field;
+        /// `cycles` field (rw, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT_CLEAR.
+    pub mod cnt_clear {
+        use super::Field;
+        /// `go` field (wo, bits 0:0).
+        pub const GO: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of PARAMS.
+    pub mod params {
+        use super::Field;
+        /// Downstream ports (N_PORTS). (ro, bits 7:0).
+        pub const PORTS: Field = Field { shift: 0, width: 8 };
+        /// Adder tree levels, ceil(log2 ports). (ro, bits 15:8).
+        pub const LEVELS: Field = Field { shift: 8, width: 8 };
+        /// The bf16 wire formats are built. (ro, bits 16:16).
+        pub const BF16: Field = Field { shift: 16, width: 1 };
+        /// The scale multiplier is built. (ro, bits 17:17).
+        pub const SCALE: Field = Field { shift: 17, width: 1 };
+    }
+    /// Fields of MASKS.
+    pub mod masks {
+        use super::Field;
+        /// `up` field (ro, bits 15:0).
+        pub const UP: Field = Field { shift: 0, width: 16 };
+        /// `dn` field (ro, bits 31:16).
+        pub const DN: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of DROPPING.
+    pub mod dropping {
+        use super::Field;
+        /// `ports` field (ro, bits 15:0).
+        pub const PORTS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of CNT_BCAST.
+    pub mod cnt_bcast {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT_REDUCED.
+    pub mod cnt_reduced {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT_DROPPED.
+    pub mod cnt_dropped {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT_ERRORS.
+    pub mod cnt_errors {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of LAT_LAST.
+    pub mod lat_last {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of LAT_MAX.
+    pub mod lat_max {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of ERR.
+    pub mod err {
+        use super::Field;
+        /// An abort was latched. (w1c, bits 0:0).
+        pub const PENDING: Field = Field { shift: 0, width: 1 };
+        /// WS_ERR_* (ws_flit.vh): timeout, mismatch, forwarded error flit, ... (ro, bits 7:4).
+        pub const CODE: Field = Field { shift: 4, width: 4 };
+        /// The port blamed. (ro, bits 11:8).
+        pub const PORT: Field = Field { shift: 8, width: 4 };
+    }
+    /// Fields of ERR_PORTS.
+    pub mod err_ports {
+        use super::Field;
+        /// `timeout` field (ro, bits 15:0).
+        pub const TIMEOUT: Field = Field { shift: 0, width: 16 };
+        /// `mismatch` field (ro, bits 31:16).
+        pub const MISMATCH: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of ERR_FORWARD.
+    pub mod err_forward {
+        use super::Field;
+        /// `ports` field (ro, bits 15:0).
+        pub const PORTS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of ERR_PAYLOAD.
+    pub mod err_payload {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of ERR_USER_LO.
+    pub mod err_user_lo {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of ERR_USER_HI.
+    pub mod err_user_hi {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS0.
+    pub mod up_flits0 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS1.
+    pub mod up_flits1 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS2.
+    pub mod up_flits2 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS3.
+    pub mod up_flits3 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS4.
+    pub mod up_flits4 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS5.
+    pub mod up_flits5 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS6.
+    pub mod up_flits6 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS7.
+    pub mod up_flits7 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS8.
+    pub mod up_flits8 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS9.
+    pub mod up_flits9 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS10.
+    pub mod up_flits10 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS11.
+    pub mod up_flits11 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS12.
+    pub mod up_flits12 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS13.
+    pub mod up_flits13 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS14.
+    pub mod up_flits14 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_FLITS15.
+    pub mod up_flits15 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS0.
+    pub mod dn_flits0 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS1.
+    pub mod dn_flits1 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS2.
+    pub mod dn_flits2 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS3.
+    pub mod dn_flits3 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS4.
+    pub mod dn_flits4 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS5.
+    pub mod dn_flits5 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS6.
+    pub mod dn_flits6 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS7.
+    pub mod dn_flits7 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS8.
+    pub mod dn_flits8 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS9.
+    pub mod dn_flits9 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS10.
+    pub mod dn_flits10 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS11.
+    pub mod dn_flits11 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS12.
+    pub mod dn_flits12 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS13.
+    pub mod dn_flits13 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS14.
+    pub mod dn_flits14 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_FLITS15.
+    pub mod dn_flits15 {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT0.
+    pub mod up_wait0 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT1.
+    pub mod up_wait1 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT2.
+    pub mod up_wait2 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT3.
+    pub mod up_wait3 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT4.
+    pub mod up_wait4 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT5.
+    pub mod up_wait5 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT6.
+    pub mod up_wait6 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT7.
+    pub mod up_wait7 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT8.
+    pub mod up_wait8 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT9.
+    pub mod up_wait9 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT10.
+    pub mod up_wait10 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT11.
+    pub mod up_wait11 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT12.
+    pub mod up_wait12 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT13.
+    pub mod up_wait13 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT14.
+    pub mod up_wait14 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of UP_WAIT15.
+    pub mod up_wait15 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL0.
+    pub mod dn_stall0 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL1.
+    pub mod dn_stall1 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL2.
+    pub mod dn_stall2 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL3.
+    pub mod dn_stall3 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL4.
+    pub mod dn_stall4 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL5.
+    pub mod dn_stall5 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL6.
+    pub mod dn_stall6 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL7.
+    pub mod dn_stall7 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL8.
+    pub mod dn_stall8 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL9.
+    pub mod dn_stall9 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL10.
+    pub mod dn_stall10 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL11.
+    pub mod dn_stall11 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL12.
+    pub mod dn_stall12 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL13.
+    pub mod dn_stall13 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL14.
+    pub mod dn_stall14 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of DN_STALL15.
+    pub mod dn_stall15 {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+}
+
 /// Every register block of the SoC, in slot order.
 pub const BLOCKS: &[BlockDesc] = &[
-    BlockDesc { name: "sysinfo", slot: 0, id: 0x5359, major: 1, minor: 0 },
-    BlockDesc { name: "timer", slot: 1, id: 0x544d, major: 1, minor: 0 },
-    BlockDesc { name: "uart", slot: 2, id: 0x5541, major: 1, minor: 0 },
-    BlockDesc { name: "gpio", slot: 3, id: 0x4750, major: 1, minor: 0 },
-    BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1 },
-    BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0 },
+    BlockDesc { name: "sysinfo", slot: 0, id: 0x5359, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "timer", slot: 1, id: 0x544d, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "uart", slot: 2, id: 0x5541, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "gpio", slot: 3, id: 0x4750, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1, in_soc: true },
+    BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
+    BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: false },
 ];

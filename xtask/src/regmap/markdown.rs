@@ -13,12 +13,19 @@ pub fn reference(m: &RegMap) -> String {
         let _ = writeln!(s, "| `{}` | `{:#010x}` | `{:#x}` | {} |", r.name, r.base, r.size, r.desc);
     }
     let _ =
-        writeln!(s, "\n## Register blocks\n\n| slot | block | base | id | version |\n|---|---|---|---|---|");
+        writeln!(s, "\n## Register blocks\n\n| slot | block | base | id | version | in the SoC |\n|---|---|---|---|---|---|");
     for b in &m.blocks {
         let _ = writeln!(
             s,
-            "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} |",
-            b.slot, b.info.name, b.info.name, b.base, b.info.id, b.info.version[0], b.info.version[1]
+            "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} | {} |",
+            b.slot,
+            b.info.name,
+            b.info.name,
+            b.base,
+            b.info.id,
+            b.info.version[0],
+            b.info.version[1],
+            if b.in_soc { "yes" } else { "not yet (block level)" }
         );
     }
     let _ = writeln!(s, "\n## Interrupts\n\n| line | name | description |\n|---|---|---|");

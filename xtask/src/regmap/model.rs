@@ -36,6 +36,14 @@ pub struct Region {
 pub struct SlotRef {
     pub name: String,
     pub slot: u32,
+    /// False for a block whose register file is generated and tested alone but not yet
+    /// instantiated in `ws_soc` (hosts then do not expect it on a board).
+    #[serde(default = "yes")]
+    pub in_soc: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -137,6 +145,7 @@ impl Reg {
 /// A block with its slot, as the generators use it.
 #[derive(Debug)]
 pub struct Block {
+    pub in_soc: bool,
     pub info: BlockInfo,
     pub regs: Vec<Reg>,
     pub slot: u32,
@@ -285,6 +294,7 @@ pub fn load(dir: &Path) -> Result<RegMap> {
         }
         let slot = sref.slot;
         blocks.push(Block {
+            in_soc: sref.in_soc,
             base: periph.base + slot * soc.soc.slot_bytes,
             slot,
             info: file.block,

@@ -88,8 +88,8 @@ pub fn constants(m: &RegMap) -> String {
     for b in &m.blocks {
         let _ = writeln!(
             s,
-            "    BlockDesc {{ name: \"{}\", slot: {}, id: {:#06x}, major: {}, minor: {} }},",
-            b.info.name, b.slot, b.info.id, b.info.version[0], b.info.version[1]
+            "    BlockDesc {{ name: \"{}\", slot: {}, id: {:#06x}, major: {}, minor: {}, in_soc: {} }},",
+            b.info.name, b.slot, b.info.id, b.info.version[0], b.info.version[1], b.in_soc
         );
     }
     let _ = writeln!(s, "];");
