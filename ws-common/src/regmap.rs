@@ -50,6 +50,8 @@ pub struct BlockDesc {
     pub major: u8,
     /// Minor version this build of the map describes.
     pub minor: u8,
+    /// Instantiated in the SoC: a board is expected to have it.
+    pub in_soc: bool,
 }
 
 /// The name of the block with this ID, if the map knows it.
