@@ -21,6 +21,7 @@ pub mod control;
 pub mod hal;
 pub mod layout;
 pub mod link;
+pub mod logring;
 pub mod pac;
 pub mod timing;
 

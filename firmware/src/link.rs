@@ -82,6 +82,8 @@ pub struct LinkServer {
     payload: [u8; MAX_CTRL_PAYLOAD],
     /// The session of the last fresh HELLO that reset the engine's streams (0: none yet).
     session: u32,
+    /// The next seq on the log channel (5): sequenced, never retransmitted.
+    log_seq: u32,
 }
 
 impl core::fmt::Debug for LinkServer {
@@ -113,6 +115,7 @@ impl LinkServer {
             },
             payload: [0; MAX_CTRL_PAYLOAD],
             session: 0,
+            log_seq: 0,
         }
     }
 
@@ -171,6 +174,20 @@ impl LinkServer {
         let n = payload.len().min(MAX_CTRL_PAYLOAD);
         self.payload[..n].copy_from_slice(&payload[..n]);
         self.frame_in(h, n, ctrl, board, eng)
+    }
+
+    /// Whether a host has said HELLO since boot (the log channel then has a reader).
+    pub fn host_seen(&self) -> bool {
+        self.counters.hellos != 0
+    }
+
+    /// Sends defmt log bytes (whole frames, at most [`MAX_CTRL_PAYLOAD`]) on the log channel,
+    /// numbered so the host sees any gap.
+    pub fn send_log(&mut self, bytes: &[u8], eng: &mut impl Engine) {
+        let n = bytes.len().min(MAX_CTRL_PAYLOAD);
+        let h = Header { length: n as u32, seq: self.log_seq, ..Header::new(Channel::Log, flags::DATA) };
+        eng.send(&h, &bytes[..n]);
+        self.log_seq = self.log_seq.wrapping_add(1);
     }
 
     /// Counts a frame the engine passed and the shared decoder refused.

@@ -7,7 +7,8 @@
 //! masks interrupts for well under the 1 ms tick.
 //!
 //! The host decodes the stream with `defmt-decoder` against this ELF (frames end with a zero
-//! byte; see docs/firmware.md).
+//! byte; see docs/firmware.md). Every byte also goes into a [`LogRing`] that the main loop
+//! sends on the link's log channel (channel 5) once a host has said HELLO.
 
 use core::cell::UnsafeCell;
 
@@ -15,11 +16,14 @@ use critical_section::RestoreState;
 use portable_atomic::{AtomicU32, Ordering};
 
 use crate::hal::uart::Uart;
+use crate::logring::LogRing;
 use crate::pac;
 use crate::timing;
 
 struct State {
     uart: Option<Uart>,
+    /// The copy for the link's log channel (see [`take_link`]).
+    ring: LogRing,
     encoder: defmt::Encoder,
     taken: bool,
     restore: RestoreState,
@@ -33,6 +37,7 @@ unsafe impl Sync for Shared {}
 
 static STATE: Shared = Shared(UnsafeCell::new(State {
     uart: None,
+    ring: LogRing::new(),
     encoder: defmt::Encoder::new(),
     taken: false,
     restore: RestoreState::invalid(),
@@ -74,6 +79,8 @@ pub fn force_release() {
         if let Some(uart) = s.uart.as_mut() {
             uart.write_all(&[0]);
         }
+        s.ring.put(&[0]);
+        s.ring.end();
     }
 }
 
@@ -81,6 +88,24 @@ fn write_uart(uart: &mut Option<Uart>, bytes: &[u8]) {
     if let Some(uart) = uart.as_mut() {
         uart.write_all(bytes);
     }
+}
+
+/// Moves logged bytes (whole defmt frames, oldest first) for the link's log channel into
+/// `out`; returns how many, and the frames dropped so far for want of room.
+pub fn take_link(out: &mut [u8]) -> (usize, u32) {
+    critical_section::with(|_| {
+        // SAFETY: inside a critical section, outside acquire/release.
+        let s = unsafe { &mut *STATE.0.get() };
+        (s.ring.take(out), s.ring.dropped)
+    })
+}
+
+/// Bytes waiting for the link's log channel.
+pub fn link_pending() -> usize {
+    critical_section::with(|_| {
+        // SAFETY: inside a critical section, outside acquire/release.
+        unsafe { (*STATE.0.get()).ring.len() }
+    })
 }
 
 #[defmt::global_logger]
@@ -99,8 +124,12 @@ unsafe impl defmt::Logger for Logger {
         }
         s.taken = true;
         s.restore = restore;
-        let State { uart, encoder, .. } = s;
-        encoder.start_frame(|b| write_uart(uart, b));
+        let State { uart, ring, encoder, .. } = s;
+        ring.begin();
+        encoder.start_frame(|b| {
+            write_uart(uart, b);
+            ring.put(b);
+        });
     }
 
     unsafe fn flush() {
@@ -114,8 +143,12 @@ unsafe impl defmt::Logger for Logger {
     unsafe fn release() {
         // SAFETY: between acquire and release, as defmt guarantees.
         let s = unsafe { &mut *STATE.0.get() };
-        let State { uart, encoder, .. } = s;
-        encoder.end_frame(|b| write_uart(uart, b));
+        let State { uart, ring, encoder, .. } = s;
+        encoder.end_frame(|b| {
+            write_uart(uart, b);
+            ring.put(b);
+        });
+        ring.end();
         s.taken = false;
         let restore = s.restore;
         // SAFETY: `restore` came from the matching `critical_section::acquire`.
@@ -125,8 +158,11 @@ unsafe impl defmt::Logger for Logger {
     unsafe fn write(bytes: &[u8]) {
         // SAFETY: between acquire and release, as defmt guarantees.
         let s = unsafe { &mut *STATE.0.get() };
-        let State { uart, encoder, .. } = s;
-        encoder.write(bytes, |b| write_uart(uart, b));
+        let State { uart, ring, encoder, .. } = s;
+        encoder.write(bytes, |b| {
+            write_uart(uart, b);
+            ring.put(b);
+        });
     }
 }
 

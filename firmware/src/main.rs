@@ -92,6 +92,7 @@ fn main() -> ! {
     unsafe { riscv::interrupt::enable() };
 
     let mut frame = [0u8; ws_common::link::MAX_CTRL_PAYLOAD];
+    let mut log_out = [0u8; ws_common::link::MAX_CTRL_PAYLOAD];
     loop {
         let mut action = Action::Continue;
         let mut idle = true;
@@ -127,6 +128,13 @@ fn main() -> ! {
             while !hostlink.tx_empty() {}
             logger::drain();
             sysinfo.reset();
+        }
+        // The defmt log on the link's log channel, once a host listens (the first lines
+        // since boot wait in the logger's ring until then).
+        if link.host_seen() && logger::link_pending() > 0 {
+            let (n, _) = logger::take_link(&mut log_out);
+            link.send_log(&log_out[..n], &mut engine);
+            idle = false;
         }
         if idle {
             rt::wait_for_host(&hostlink, &engine);

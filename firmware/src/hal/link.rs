@@ -64,7 +64,8 @@ impl LinkEngine {
         self.regs.rx_len(slot).write(w.len);
         self.regs.rx_released(slot).write(0);
         self.regs.rx_en(slot).write(link::rx_en0::EN.val(1));
-        link::rx_en0::ACTIVE.get(self.regs.rx_en(slot).read()) != 0
+        // The engine checks the window on the rising enable and raises ACTIVE a few cycles on.
+        (0..64).any(|_| link::rx_en0::ACTIVE.get(self.regs.rx_en(slot).read()) != 0)
     }
 
     /// Opens the TX window of `slot` (channels 2, 3, 6).
@@ -74,7 +75,7 @@ impl LinkEngine {
         self.regs.tx_len(slot).write(w.len);
         self.regs.tx_ready(slot).write(0);
         self.regs.tx_en(slot).write(link::tx_en0::EN.val(1));
-        link::tx_en0::ACTIVE.get(self.regs.tx_en(slot).read()) != 0
+        (0..64).any(|_| link::tx_en0::ACTIVE.get(self.regs.tx_en(slot).read()) != 0)
     }
 
     /// Loops RX slot `slot` back into TX slot `slot` (2 → 2, 3 → 3, 4 → 6) through the RX

@@ -136,6 +136,8 @@ pub struct EndpointStats {
     pub unexpected: u64,
     /// HELLOs sent.
     pub hellos: u64,
+    /// Log channel frames that did not follow the previous one (lost log bytes).
+    pub log_gaps: u64,
 }
 
 struct Tx {
@@ -175,6 +177,9 @@ pub struct Endpoint {
     payload: Vec<u8>,
     /// Control payloads (channel 1) received, oldest first.
     control_in: VecDeque<Vec<u8>>,
+    /// Log channel (5) bytes received, oldest first, and the next seq expected there.
+    log_in: VecDeque<u8>,
+    log_seq: u32,
     /// This connection attempt's HELLO `session`: kept across HELLO retries, new for every
     /// fresh start, so the board resets its streams once per start, never on a retry.
     session: u32,
@@ -222,6 +227,8 @@ impl Endpoint {
             frame: vec![0; MAX_FRAME],
             payload: Vec::new(),
             control_in: VecDeque::new(),
+            log_in: VecDeque::new(),
+            log_seq: 0,
             session: new_session(),
         }
     }
@@ -307,6 +314,13 @@ impl Endpoint {
     pub fn send_control(&mut self, payload: &[u8], out: &mut Vec<u8>) {
         let h = Header { length: payload.len() as u32, ..Header::new(Channel::Control, flags::DATA) };
         self.emit(&h, Some(payload), out);
+    }
+
+    /// Moves the log channel's bytes received so far (the board's defmt stream) into `out`.
+    pub fn take_log(&mut self, out: &mut Vec<u8>) -> usize {
+        let n = self.log_in.len();
+        out.extend(self.log_in.drain(..));
+        n
     }
 
     /// The oldest control payload received and not yet taken.
@@ -501,6 +515,16 @@ impl Endpoint {
         }
         if h.channel == Channel::Control && h.has(flags::DATA) {
             self.control_in.push_back(self.payload.clone());
+            return;
+        }
+        if h.channel == Channel::Log && h.has(flags::DATA) {
+            // Sequenced, never retransmitted: a gap is counted, and the bytes go on (the
+            // defmt decoder resynchronises at the next frame).
+            if h.seq != self.log_seq {
+                self.stats.log_gaps += 1;
+            }
+            self.log_seq = h.seq.wrapping_add(1);
+            self.log_in.extend(&self.payload);
             return;
         }
         if !self.is_up() {
