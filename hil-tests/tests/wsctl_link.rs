@@ -1,0 +1,76 @@
+//! Scenario: the `wsctl link` and `wsctl logs --link` commands against the simulated board,
+//! as a user runs them: the boot log over the link (the board sends its log to whichever host
+//! is connected, so this comes first), HELLO and the channel table, pings, the bulk echo with
+//! its summary, and the counters table.
+//!
+//! The simulator listens on a fixed port block (7650..7655), so `wsctl --addr` finds the PHY
+//! port at base + 4 as it does for a board's own simulator. Needs: the simulator and the
+//! `wsctl` binary beside `ws-sim` (both built by `cargo xtask build`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use ws_hdl::sim::{SimOptions, SimProcess};
+
+const BASE: u16 = 7650;
+
+fn wsctl_bin() -> PathBuf {
+    let sim = SimProcess::binary().expect("ws-sim (run `cargo xtask build`)");
+    let bin = sim.with_file_name("wsctl");
+    assert!(bin.is_file(), "{} does not exist: run `cargo xtask build`", bin.display());
+    bin
+}
+
+fn wsctl(args: &[&str]) -> String {
+    let addr = format!("127.0.0.1:{BASE}");
+    let out = Command::new(wsctl_bin())
+        .args(["--addr", &addr, "--timeout-ms", "5000"])
+        .args(args)
+        .output()
+        .expect("running wsctl");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "wsctl {args:?} failed:\n{stdout}\n{stderr}");
+    stdout.into_owned()
+}
+
+#[test]
+fn wsctl_link_commands_on_the_simulated_board() {
+    if std::env::var("WS_BOARD").is_ok_and(|b| b != "sim") {
+        eprintln!("wsctl_link: skipped: it starts its own simulator on fixed ports");
+        return;
+    }
+    let opts =
+        SimOptions { port_base: Some(BASE), quiet: true, ..SimOptions::with_elf(hil_tests::firmware_elf()) };
+    let _sim = SimProcess::start(&opts).expect("starting the simulator on ports 7650..7655");
+
+    // First, while the board still holds its log since boot for the first host to come.
+    let logs = wsctl(&["logs", "--link"]);
+    assert!(logs.contains("weightstream firmware") && logs.contains("echo windows"), "{logs}");
+
+    let hello = wsctl(&["link", "hello"]);
+    assert!(
+        hello.contains("link v2 up") && hello.contains("max_payload 4096 B, window 16 frames"),
+        "{hello}"
+    );
+    assert!(hello.lines().any(|l| l.starts_with("2 weights") && l.ends_with("65536")), "{hello}");
+
+    let ping = wsctl(&["link", "ping", "-c", "2"]);
+    assert!(ping.contains("2 pings, 2 answered"), "{ping}");
+
+    let echo = wsctl(&["link", "echo", "--mib", "3"]);
+    assert!(echo.contains("echo: 3.0 MiB each way") && echo.contains("SHA-256 equal at both ends"), "{echo}");
+    let row = |table: &str, name: &str| -> Vec<String> {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no `{name}` row:\n{table}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    // The echo's counter delta: 1 MiB accepted on channel 4 and 1 MiB sent back on 6.
+    assert_eq!(row(&echo, "4 data")[3], "1048576", "{echo}");
+    assert_eq!(row(&echo, "6 trace")[9], "1048576", "{echo}");
+
+    let stats = wsctl(&["link", "stats"]);
+    assert_eq!(row(&stats, "2 weights")[3], "1048576", "{stats}");
+    assert_eq!(row(&stats, "2 weights")[4], "0", "no CRC errors: {stats}");
+}
