@@ -181,11 +181,12 @@ impl Default for FakeBoard {
 pub const FAKE_SCRATCH: Window = Window { base: map::RAM_BASE + map::RAM_SIZE - 4096, len: 4096 };
 
 impl FakeBoard {
-    /// A board with the SoC map's memories, every block of the register map at the version
+    /// A board with the SoC map's memories, every block the SoC instantiates at the version
     /// the host was built for, a 50 MHz clock and a 1 kHz tick.
     pub fn new() -> Self {
         let mut blocks = [BlockInfo::default(); MAX_BLOCKS];
-        for (dst, b) in blocks.iter_mut().zip(BLOCKS) {
+        let in_soc = || BLOCKS.iter().filter(|b| b.in_soc);
+        for (dst, b) in blocks.iter_mut().zip(in_soc()) {
             *dst = BlockInfo { slot: b.slot as u8, id: b.id, major: b.major, minor: b.minor };
         }
         let identity = IdentityInfo {
@@ -197,7 +198,7 @@ impl FakeBoard {
             peek: Window { base: map::RAM_BASE, len: map::RAM_SIZE },
             poke: FAKE_SCRATCH,
             tick_hz: 1000,
-            num_blocks: BLOCKS.len().min(MAX_BLOCKS) as u8,
+            num_blocks: in_soc().count().min(MAX_BLOCKS) as u8,
             blocks,
         };
         Self::with_identity(identity)
