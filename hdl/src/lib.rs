@@ -25,6 +25,7 @@ pub mod dut;
 pub mod link;
 pub mod mesh;
 pub mod mesh_pe;
+pub mod mesh_top;
 pub mod mx;
 pub mod optim;
 pub mod paths;

@@ -1,0 +1,338 @@
+`default_nettype none
+
+// ws_mesh: the wafer emulation (ARCHITECTURE.md "Wafer emulation", issue 7), a P x Q array
+// of tiles, each a ws_mesh_pe beside a ws_mesh_router of ws_mesh_fabric, with the edge
+// ports of docs/mesh-array.md. Colors: 0 carries the weight rows (multicast from the weight
+// ingress), 1 the Snake reduction (PE to PE along the snake, out at the gradient egress),
+// 2 the PEs' results (DUMP), gathered in a fixed order to the metrics egress.
+//
+// Edge ports (valid/ready streams; the credit links of the fabric are bridged by
+// ws_mesh_edge_in / ws_mesh_edge_out):
+//   s_w_*  weight ingress, into the west link of router 0 (row 0, column 0), color 0;
+//   m_g_*  gradient egress, the south link of the snake's last PE ((P-1, 0) for even P,
+//          (P-1, Q-1) for odd P), color 1;
+//   m_r_*  metrics / results egress, the east link of router (P-1, Q-1), color 2;
+//   s_x_*  sample ingress: s_x_user = {pe[7:0], address[14:0]} writes one word of that PE's
+//          SRAM (taken only while cfg_valid is low).
+// Which way each color goes is the route tables' business (ws_hdl::mesh_top::routes writes
+// them through rt_cfg_*); this module only wires the tiles and the edges.
+//
+// Configuration: cfg_* writes a PE's configuration space (ws_mesh_pe: CTRL, program, SRAM);
+// cfg_pe selects the PE by router index, 8'hff every PE at once. rt_cfg_* is the fabric's
+// route-table port.
+module ws_mesh #(
+    parameter P = 2,              // rows, 1..16
+    parameter Q = 2,              // columns, 1..16
+    parameter SRAM_WORDS = 2048,  // PE SRAM words
+    parameter FMA_LAT = 3,        // FPnew FMA pipeline registers
+    parameter MAX_B = 16,         // most samples per PE
+    parameter PROG_DEPTH = 16,    // PE program store
+    parameter BUF_DEPTH = 4,      // router flits per color per input
+    parameter CNT_WIDTH = 32,     // counter bits
+    parameter R = P * Q           // tiles (derived)
+) (
+    input  wire                   clk,
+    input  wire                   rst,
+
+    input  wire                   cfg_valid,
+    input  wire [7:0]             cfg_pe,
+    input  wire [15:0]            cfg_addr,
+    input  wire [31:0]            cfg_data,
+
+    input  wire                   rt_cfg_we,
+    input  wire [7:0]             rt_cfg_router,
+    input  wire [2:0]             rt_cfg_in_port,
+    input  wire [1:0]             rt_cfg_color,
+    input  wire [4:0]             rt_cfg_out_mask,
+    input  wire [7:0]             rt_cfg_quota,
+    input  wire                   cnt_clear,
+
+    input  wire                   s_w_valid,
+    output wire                   s_w_ready,
+    input  wire [31:0]            s_w_data,
+    input  wire                   s_w_last,
+
+    output wire                   m_g_valid,
+    input  wire                   m_g_ready,
+    output wire [31:0]            m_g_data,
+    output wire                   m_g_last,
+
+    output wire                   m_r_valid,
+    input  wire                   m_r_ready,
+    output wire [31:0]            m_r_data,
+    output wire                   m_r_last,
+
+    input  wire                   s_x_valid,
+    output wire                   s_x_ready,
+    input  wire [31:0]            s_x_data,
+    input  wire [22:0]            s_x_user,
+
+    // Per PE, by router index.
+    output wire [R-1:0]           stat_busy,
+    output wire [R-1:0]           stat_done,
+    output wire [R-1:0]           stat_err,
+    output wire [R*4-1:0]         stat_err_code,
+    output wire [R*CNT_WIDTH-1:0] cnt_fma,
+    output wire [R*CNT_WIDTH-1:0] cnt_fwd_cycles,
+    output wire [R*CNT_WIDTH-1:0] cnt_dx_cycles,
+    output wire [R*CNT_WIDTH-1:0] cnt_grad_cycles,
+    // Per router: busy cycles per output port (router r port o at [(r*5+o)*CNT_WIDTH]).
+    output wire [R*5*CNT_WIDTH-1:0] cnt_link_busy,
+    output wire [R*5*CNT_WIDTH-1:0] cnt_misroute,
+    output wire [R-1:0]           router_busy,
+    output wire [R*4-1:0]         stat_overflow,
+    output wire [2*CNT_WIDTH-1:0] cnt_edge_drop   // gradient, metrics egress
+);
+
+    initial begin
+        if (P < 1 || P > 16 || Q < 1 || Q > 16) $error("ws_mesh: P and Q must be 1..16");
+    end
+
+    localparam C = 3;
+    localparam CW = 2;
+    localparam UW = 1;
+    localparam E = 2 * (P + Q);
+    localparam E_W = 2 * Q + P;                       // west link of router (0, 0)
+    localparam X_EXIT = (P % 2 == 0) ? 0 : Q - 1;     // the snake's last column
+    localparam E_G = Q + P + X_EXIT;                  // south link of the snake's end
+    localparam E_R = Q + P - 1;                       // east link of router (P-1, Q-1)
+
+    // ---------------------------------------------------------------- fabric
+    wire [R*C-1:0]     sl_valid;
+    wire [R*C-1:0]     sl_ready;
+    wire [R*C*32-1:0]  sl_data;
+    wire [R*C-1:0]     sl_last;
+    wire [R*C-1:0]     ml_valid;
+    wire [R*C-1:0]     ml_ready;
+    wire [R*C*32-1:0]  ml_data;
+    wire [R*C-1:0]     ml_last;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [R*C*UW-1:0]  ml_user;           // headers are not used inside the mesh
+    wire [R*5*C*CNT_WIDTH-1:0] cnt_fwd_unused;
+    wire [R*5*CNT_WIDTH-1:0]   cnt_stall_unused;
+    wire [R*4-1:0]             credit_err_unused;
+    wire [E*UW-1:0]            me_user;
+    /* verilator lint_on UNUSEDSIGNAL */
+
+    wire [E-1:0]       se_valid;
+    wire [E*CW-1:0]    se_color;
+    wire [E*32-1:0]    se_data;
+    wire [E-1:0]       se_last;
+    // Only the three edges of the ports are read; the others carry nothing by the routes.
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [E*C-1:0]     se_credit;
+    wire [E-1:0]       me_valid;
+    wire [E*CW-1:0]    me_color;
+    wire [E*32-1:0]    me_data;
+    wire [E-1:0]       me_last;
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [E*C-1:0]     me_credit;
+
+    ws_mesh_fabric #(
+        .P(P),
+        .Q(Q),
+        .COLORS(C),
+        .BUF_DEPTH(BUF_DEPTH),
+        .DATA_WIDTH(32),
+        .USER_WIDTH(UW),
+        .QUOTA_WIDTH(8),
+        .CNT_WIDTH(CNT_WIDTH)
+    ) fabric_inst (
+        .clk(clk),
+        .rst(rst),
+        .s_local_valid(sl_valid),
+        .s_local_ready(sl_ready),
+        .s_local_data(sl_data),
+        .s_local_last(sl_last),
+        .s_local_user({R*C*UW{1'b0}}),
+        .m_local_valid(ml_valid),
+        .m_local_ready(ml_ready),
+        .m_local_data(ml_data),
+        .m_local_last(ml_last),
+        .m_local_user(ml_user),
+        .s_edge_valid(se_valid),
+        .s_edge_color(se_color),
+        .s_edge_data(se_data),
+        .s_edge_last(se_last),
+        .s_edge_user({E*UW{1'b0}}),
+        .s_edge_credit(se_credit),
+        .m_edge_valid(me_valid),
+        .m_edge_color(me_color),
+        .m_edge_data(me_data),
+        .m_edge_last(me_last),
+        .m_edge_user(me_user),
+        .m_edge_credit(me_credit),
+        .cfg_we(rt_cfg_we),
+        .cfg_router(rt_cfg_router),
+        .cfg_in_port(rt_cfg_in_port),
+        .cfg_color(rt_cfg_color),
+        .cfg_out_mask(rt_cfg_out_mask),
+        .cfg_quota(rt_cfg_quota),
+        .cnt_clear(cnt_clear),
+        .cnt_fwd(cnt_fwd_unused),
+        .cnt_busy(cnt_link_busy),
+        .cnt_stall(cnt_stall_unused),
+        .cnt_misroute(cnt_misroute),
+        .stat_overflow(stat_overflow),
+        .stat_credit_err(credit_err_unused),
+        .stat_busy(router_busy)
+    );
+
+    // ---------------------------------------------------------------- edges
+    wire            w_link_valid;
+    wire [CW-1:0]   w_link_color;
+    wire [31:0]     w_link_data;
+    wire            w_link_last;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire [UW-1:0]   w_link_user;
+    wire [UW-1:0]   g_user_unused;
+    wire [UW-1:0]   r_user_unused;
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [C-1:0]    g_credit;
+    wire [C-1:0]    r_credit;
+
+    ws_mesh_edge_in #(
+        .COLORS(C), .COLOR(0), .BUF_DEPTH(BUF_DEPTH), .DATA_WIDTH(32), .USER_WIDTH(UW)
+    ) w_in_inst (
+        .clk(clk),
+        .rst(rst),
+        .s_valid(s_w_valid),
+        .s_ready(s_w_ready),
+        .s_data(s_w_data),
+        .s_last(s_w_last),
+        .s_user({UW{1'b0}}),
+        .link_valid(w_link_valid),
+        .link_color(w_link_color),
+        .link_data(w_link_data),
+        .link_last(w_link_last),
+        .link_user(w_link_user),
+        .link_credit(se_credit[E_W*C +: C])
+    );
+
+    ws_mesh_edge_out #(
+        .COLORS(C), .COLOR(1), .BUF_DEPTH(BUF_DEPTH), .DATA_WIDTH(32), .USER_WIDTH(UW), .CNT_WIDTH(CNT_WIDTH)
+    ) g_out_inst (
+        .clk(clk),
+        .rst(rst),
+        .link_valid(me_valid[E_G]),
+        .link_color(me_color[E_G*CW +: CW]),
+        .link_data(me_data[E_G*32 +: 32]),
+        .link_last(me_last[E_G]),
+        .link_user(me_user[E_G*UW +: UW]),
+        .link_credit(g_credit),
+        .m_valid(m_g_valid),
+        .m_ready(m_g_ready),
+        .m_data(m_g_data),
+        .m_last(m_g_last),
+        .m_user(g_user_unused),
+        .cnt_drop(cnt_edge_drop[0 +: CNT_WIDTH])
+    );
+
+    ws_mesh_edge_out #(
+        .COLORS(C), .COLOR(2), .BUF_DEPTH(BUF_DEPTH), .DATA_WIDTH(32), .USER_WIDTH(UW), .CNT_WIDTH(CNT_WIDTH)
+    ) r_out_inst (
+        .clk(clk),
+        .rst(rst),
+        .link_valid(me_valid[E_R]),
+        .link_color(me_color[E_R*CW +: CW]),
+        .link_data(me_data[E_R*32 +: 32]),
+        .link_last(me_last[E_R]),
+        .link_user(me_user[E_R*UW +: UW]),
+        .link_credit(r_credit),
+        .m_valid(m_r_valid),
+        .m_ready(m_r_ready),
+        .m_data(m_r_data),
+        .m_last(m_r_last),
+        .m_user(r_user_unused),
+        .cnt_drop(cnt_edge_drop[CNT_WIDTH +: CNT_WIDTH])
+    );
+
+    genvar ge;
+    generate
+        for (ge = 0; ge < E; ge = ge + 1) begin : gen_edge
+            if (ge == E_W) begin : gen_w
+                assign se_valid[ge] = w_link_valid;
+                assign se_color[ge*CW +: CW] = w_link_color;
+                assign se_data[ge*32 +: 32] = w_link_data;
+                assign se_last[ge] = w_link_last;
+            end else begin : gen_quiet
+                assign se_valid[ge] = 1'b0;
+                assign se_color[ge*CW +: CW] = {CW{1'b0}};
+                assign se_data[ge*32 +: 32] = 32'd0;
+                assign se_last[ge] = 1'b0;
+            end
+            if (ge == E_G) begin : gen_g
+                assign me_credit[ge*C +: C] = g_credit;
+            end else if (ge == E_R) begin : gen_r
+                assign me_credit[ge*C +: C] = r_credit;
+            end else begin : gen_nocredit
+                assign me_credit[ge*C +: C] = {C{1'b0}};
+            end
+        end
+    endgenerate
+
+    // ---------------------------------------------------------------- PEs
+    wire sample_fire = s_x_valid && !cfg_valid;
+    assign s_x_ready = !cfg_valid;
+    wire [15:0] pe_addr = cfg_valid ? cfg_addr : {1'b1, s_x_user[14:0]};
+    wire [31:0] pe_data = cfg_valid ? cfg_data : s_x_data;
+
+    genvar gr;
+    generate
+        for (gr = 0; gr < R; gr = gr + 1) begin : gen_pe
+            localparam [31:0] GR32 = gr;
+            wire sel = (cfg_valid && (cfg_pe == GR32[7:0] || cfg_pe == 8'hff))
+                       || (sample_fire && s_x_user[22:15] == GR32[7:0]);
+            // Color 0 is weights in only, color 1 both ways, color 2 results out only.
+            assign sl_valid[gr*C + 0] = 1'b0;
+            assign sl_data[(gr*C + 0)*32 +: 32] = 32'd0;
+            assign sl_last[gr*C + 0] = 1'b0;
+            // A color-2 flit reaching a PE is a misroute the checker refuses; drain it.
+            assign ml_ready[gr*C + 2] = 1'b0 == 1'b0;
+            /* verilator lint_off UNUSEDSIGNAL */
+            wire unused_tile = &{1'b0, sl_ready[gr*C + 0], ml_valid[gr*C + 2], ml_data[(gr*C + 2)*32 +: 32],
+                                 ml_last[gr*C + 0], ml_last[gr*C + 1], ml_last[gr*C + 2]};
+            /* verilator lint_on UNUSEDSIGNAL */
+
+            ws_mesh_pe #(
+                .SRAM_WORDS(SRAM_WORDS),
+                .FMA_LAT(FMA_LAT),
+                .MAX_B(MAX_B),
+                .PROG_DEPTH(PROG_DEPTH),
+                .CNT_WIDTH(CNT_WIDTH)
+            ) pe_inst (
+                .clk(clk),
+                .rst(rst),
+                .cfg_valid(sel),
+                .cfg_addr(pe_addr),
+                .cfg_data(pe_data),
+                .s_valid(ml_valid[gr*C + 0]),
+                .s_ready(ml_ready[gr*C + 0]),
+                .s_data(ml_data[(gr*C + 0)*32 +: 32]),
+                .s1_valid(ml_valid[gr*C + 1]),
+                .s1_ready(ml_ready[gr*C + 1]),
+                .s1_data(ml_data[(gr*C + 1)*32 +: 32]),
+                .m1_valid(sl_valid[gr*C + 1]),
+                .m1_ready(sl_ready[gr*C + 1]),
+                .m1_data(sl_data[(gr*C + 1)*32 +: 32]),
+                .m1_last(sl_last[gr*C + 1]),
+                .m_valid(sl_valid[gr*C + 2]),
+                .m_ready(sl_ready[gr*C + 2]),
+                .m_data(sl_data[(gr*C + 2)*32 +: 32]),
+                .m_last(sl_last[gr*C + 2]),
+                .stat_busy(stat_busy[gr]),
+                .stat_done(stat_done[gr]),
+                .stat_err(stat_err[gr]),
+                .stat_err_code(stat_err_code[gr*4 +: 4]),
+                .stat_err_pc(),
+                .cnt_fma(cnt_fma[gr*CNT_WIDTH +: CNT_WIDTH]),
+                .cnt_fwd_cycles(cnt_fwd_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
+                .cnt_dx_cycles(cnt_dx_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
+                .cnt_grad_cycles(cnt_grad_cycles[gr*CNT_WIDTH +: CNT_WIDTH])
+            );
+        end
+    endgenerate
+
+endmodule
+
+`default_nettype wire

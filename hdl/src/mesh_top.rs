@@ -1,0 +1,291 @@
+//! The wafer mesh top `ws_mesh` (`hdl/rtl/ws_mesh.v`): a P×Q array of PEs
+//! ([`crate::mesh_pe`]) beside the routers of `ws_mesh_fabric` ([`crate::mesh`]), with the
+//! weight ingress, gradient egress, metrics egress and sample ingress ports. This module has
+//! its block spec, the route tables of its three colors, the snake, and a driver that loads
+//! samples and programs, streams weights in and collects the two egress streams.
+//! docs/mesh-array.md describes the array; `hdl/tests/mesh_array.rs` checks it against
+//! `ws_common::golden::mesh::dense`.
+
+use crate::dut::{BlockSpec, Dut, Pattern, StreamSink, StreamSource};
+use crate::mesh::{self, bit, Endpoint, Entry, Geometry, Mesh, RouterParams, PORT_L, PORT_S};
+use crate::mesh_pe::{Instr, PeParams, CFG_CTRL, CFG_PROG};
+use crate::swarm::with_fpnew;
+use crate::vbuild::BuildError;
+use ws_common::flit::Flit;
+
+/// Our RTL of the array, leaves first.
+pub const ARRAY_FILES: &[&str] = &[
+    "hdl/rtl/ws_optim_fma.v",
+    "hdl/rtl/ws_mesh_pe_sram.v",
+    "hdl/rtl/ws_mesh_pe.v",
+    "hdl/rtl/ws_mesh_router_buf.v",
+    "hdl/rtl/ws_mesh_router.v",
+    "hdl/rtl/ws_mesh_fabric.v",
+    "hdl/rtl/ws_mesh_edge_in.v",
+    "hdl/rtl/ws_mesh_edge_out.v",
+    "hdl/rtl/ws_mesh.v",
+];
+/// Build configuration of the array (with the router's and the PE's).
+pub const ARRAY_VLT: &str = "hdl/lint/mesh_array.vlt";
+
+/// Color of the weight rows.
+pub const COLOR_WEIGHTS: usize = 0;
+/// Color of the Snake reduction.
+pub const COLOR_SNAKE: usize = 1;
+/// Color of the PEs' results (DUMP), gathered to the metrics egress.
+pub const COLOR_RESULTS: usize = 2;
+
+/// Parameters of one `ws_mesh`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ArrayParams {
+    /// P.
+    pub rows: usize,
+    /// Q.
+    pub cols: usize,
+    /// Every PE's parameters.
+    pub pe: PeParams,
+    /// Router flits per color per input.
+    pub buf_depth: usize,
+}
+
+impl ArrayParams {
+    /// The geometry.
+    pub const fn geometry(&self) -> Geometry {
+        Geometry::new(self.rows, self.cols)
+    }
+
+    /// The routers' parameters as `ws_mesh` sets them: 3 colors, a 1-bit header.
+    pub const fn router(&self) -> RouterParams {
+        let mut r = RouterParams::new();
+        r.colors = 3;
+        r.buf_depth = self.buf_depth;
+        r.user_width = 1;
+        r
+    }
+}
+
+/// `ws_mesh` as the top module.
+pub fn array_spec(p: &ArrayParams) -> Result<BlockSpec, BuildError> {
+    let spec = BlockSpec::new("ws_mesh")
+        .files(ARRAY_FILES.iter().copied())
+        .include_dir(mesh::RTL_INCLUDE_DIR)
+        .param("P", p.rows)
+        .param("Q", p.cols)
+        .param("SRAM_WORDS", p.pe.sram_words)
+        .param("FMA_LAT", p.pe.fma_lat)
+        .param("MAX_B", p.pe.max_b)
+        .param("PROG_DEPTH", p.pe.prog_depth)
+        .param("BUF_DEPTH", p.buf_depth);
+    let mut spec = with_fpnew(spec)?;
+    spec.vlt_files.push(crate::mesh_pe::MESH_PE_VLT.into());
+    spec.vlt_files.push(mesh::LINT_FILE.into());
+    spec.vlt_files.push(ARRAY_VLT.into());
+    Ok(spec)
+}
+
+/// The router of snake position `pos` (docs/mesh.md "PEs and the snake").
+pub fn snake_router(g: Geometry, pos: usize) -> usize {
+    let (y, i) = (pos / g.cols, pos % g.cols);
+    let x = if y % 2 == 0 { i } else { g.cols - 1 - i };
+    g.router(y, x)
+}
+
+/// The edge links of the ports: (weight ingress, gradient egress, metrics egress).
+pub fn edges(g: Geometry) -> (usize, usize, usize) {
+    let w = g.edge(0, mesh::PORT_W).unwrap_or(0);
+    let exit = snake_router(g, g.routers() - 1);
+    let grad = g.edge(exit, PORT_S).unwrap_or(0);
+    let metrics = g.edge(g.routers() - 1, mesh::PORT_E).unwrap_or(0);
+    (w, grad, metrics)
+}
+
+/// The route tables of `ws_mesh`: color 0 a broadcast from the weight ingress to every PE,
+/// color 1 the snake (each PE's local output to the next PE's local input, the last one's
+/// to the gradient egress), color 2 an ordered gather to the metrics egress (each round
+/// arrives in router-index order).
+pub fn routes(p: &ArrayParams) -> Mesh {
+    let g = p.geometry();
+    let (w, grad, metrics) = edges(g);
+    let mut m = Mesh::new(g, p.router());
+    m.broadcast(COLOR_WEIGHTS, Endpoint::Edge(w));
+    for pos in 0..g.routers() {
+        let r = snake_router(g, pos);
+        let out = if pos + 1 == g.routers() {
+            PORT_S
+        } else {
+            let next = snake_router(g, pos + 1);
+            (0..mesh::LINKS).find(|&port| g.neighbour(r, port) == Some(next)).unwrap_or(PORT_S)
+        };
+        m.set(r, PORT_L, COLOR_SNAKE, Entry::to(bit(out)));
+        if let Some(n) = g.neighbour(r, out) {
+            m.set(n, mesh::opposite(out), COLOR_SNAKE, Entry::to(bit(PORT_L)));
+        }
+    }
+    m.add_egress(grad, COLOR_SNAKE);
+    m.gather(COLOR_RESULTS, metrics, true);
+    m
+}
+
+/// Writes the route tables (after [`Mesh::check`]).
+pub fn configure_routes(dut: &mut Dut, m: &Mesh) {
+    let we = dut.port("rt_cfg_we");
+    let (r, inp, color, out, quota) = (
+        dut.port("rt_cfg_router"),
+        dut.port("rt_cfg_in_port"),
+        dut.port("rt_cfg_color"),
+        dut.port("rt_cfg_out_mask"),
+        dut.port("rt_cfg_quota"),
+    );
+    for w in m.writes() {
+        dut.set(r, w.router as u64);
+        dut.set(inp, w.in_port as u64);
+        dut.set(color, w.color as u64);
+        dut.set(out, u64::from(w.mask));
+        dut.set(quota, u64::from(w.quota));
+        dut.set(we, 1);
+        dut.tick();
+    }
+    dut.set(we, 0);
+    dut.eval();
+}
+
+/// `cfg_pe` that writes every PE.
+pub const ALL_PES: u8 = 0xff;
+
+/// One PE configuration write (one cycle).
+pub fn cfg_write(dut: &mut Dut, pe: u8, addr: u16, data: u32) {
+    let (v, p, a, d) =
+        (dut.port("cfg_valid"), dut.port("cfg_pe"), dut.port("cfg_addr"), dut.port("cfg_data"));
+    dut.set(v, 1);
+    dut.set(p, u64::from(pe));
+    dut.set(a, u64::from(addr));
+    dut.set(d, u64::from(data));
+    dut.tick();
+    dut.set(v, 0);
+    dut.eval();
+}
+
+/// Loads `prog` into PE `pe` (or every PE).
+pub fn load_program(dut: &mut Dut, pe: u8, prog: &[Instr]) {
+    for (n, ins) in prog.iter().enumerate() {
+        for (w, word) in ins.words().iter().enumerate() {
+            cfg_write(dut, pe, CFG_PROG + (4 * n + w) as u16, *word);
+        }
+    }
+}
+
+/// One word for the sample ingress: (PE, SRAM address, value).
+pub type Sample = (usize, u32, u32);
+
+/// Streams `samples` in through `s_x_*` with the valid pattern `pattern`.
+pub fn load_samples(dut: &mut Dut, samples: &[Sample], pattern: Pattern) {
+    let mut src =
+        StreamSource::with_fields(dut, "s_x", &["data", "user"], dut.seed() ^ 0x55).pattern(pattern);
+    for (pe, addr, v) in samples {
+        src.push_beat(&[u64::from(*v), ((*pe as u64) << 15) | u64::from(*addr)]);
+    }
+    while src.pending() > 0 {
+        src.drive(dut);
+        dut.eval();
+        src.sample(dut);
+        dut.tick();
+    }
+    let v = dut.port("s_x_valid");
+    dut.set(v, 0);
+    dut.eval();
+}
+
+/// How the edge streams run during [`run`].
+#[derive(Debug, Clone, Copy)]
+pub struct Patterns {
+    /// Valid of the weight ingress.
+    pub weights: Pattern,
+    /// Ready of the gradient egress.
+    pub grads: Pattern,
+    /// Ready of the metrics egress.
+    pub results: Pattern,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Default)]
+pub struct RunOut {
+    /// Gradient egress beats (data, last).
+    pub grads: Vec<(u32, bool)>,
+    /// Metrics egress beats (data, last).
+    pub results: Vec<(u32, bool)>,
+    /// Weight words taken.
+    pub weights_taken: usize,
+    /// Cycles from the start to the last PE going idle.
+    pub cycles: u64,
+    /// Cycles from the start to the first and the last gradient egress beat.
+    pub grad_span: Option<(u64, u64)>,
+}
+
+/// Starts every PE on its program of `len` instructions and runs until the array is drained:
+/// every PE idle, every router idle (nothing buffered, no credit outstanding) and both egress
+/// FIFOs empty, streaming `weights` in (payload and `last`, which closes each chunk).
+///
+/// # Panics
+/// If the array does not drain within `limit` cycles.
+pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64) -> RunOut {
+    let seed = dut.seed();
+    let mut wsrc =
+        StreamSource::with_fields(dut, "s_w", &["data", "last"], seed ^ 0x61).pattern(pats.weights);
+    let mut gsink =
+        StreamSink::with_fields(dut, "m_g", &["data", "last"], seed ^ 0x62).pattern(pats.grads).unchecked();
+    let mut rsink =
+        StreamSink::with_fields(dut, "m_r", &["data", "last"], seed ^ 0x63).pattern(pats.results).unchecked();
+    for f in weights {
+        wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last)]);
+    }
+    cfg_write(dut, ALL_PES, CFG_CTRL, (len << 16) | 1);
+    let (busy, rbusy) = (dut.port("stat_busy"), dut.port("router_busy"));
+    let (gv, rv) = (dut.port("m_g_valid"), dut.port("m_r_valid"));
+    let start = dut.cycle();
+    let mut out = RunOut::default();
+    loop {
+        wsrc.drive(dut);
+        gsink.drive(dut);
+        rsink.drive(dut);
+        dut.eval();
+        let idle = dut.get_words(busy).iter().all(|w| *w == 0)
+            && dut.get_words(rbusy).iter().all(|w| *w == 0)
+            && !dut.get_bool(gv)
+            && !dut.get_bool(rv);
+        if idle {
+            break;
+        }
+        wsrc.sample(dut);
+        if let Some(b) = gsink.sample(dut) {
+            let t = dut.cycle() - start;
+            out.grad_span = Some((out.grad_span.map_or(t, |s| s.0), t));
+            out.grads.push((b[0] as u32, b[1] != 0));
+        }
+        if let Some(b) = rsink.sample(dut) {
+            out.results.push((b[0] as u32, b[1] != 0));
+        }
+        dut.tick();
+        assert!(
+            dut.cycle() - start < limit,
+            "the mesh did not drain within {limit} cycles ({} weight words left, {} gradient and {} result words out; PEs busy {:x?}, routers busy {:x?})",
+            wsrc.pending(),
+            out.grads.len(),
+            out.results.len(),
+            dut.get_words(busy),
+            dut.get_words(rbusy)
+        );
+    }
+    out.cycles = dut.cycle() - start;
+    for p in ["s_w_valid", "m_g_ready", "m_r_ready"] {
+        let port = dut.port(p);
+        dut.set(port, 0);
+    }
+    dut.eval();
+    out.weights_taken = weights.len() - wsrc.pending();
+    out
+}
+
+/// Counter `index` of a flat counter bus of 32-bit counters.
+pub fn counter(dut: &Dut, name: &str, index: usize) -> u64 {
+    mesh::tb::counter(dut, name, index, 32)
+}
