@@ -694,6 +694,1625 @@ impl Link {
     }
 }
 
+/// The `mx` block: MemoryX streamer (docs/memoryx-store.md): the layer table, the per-step constant slots, the layer commands and their validation, status, errors and counters. An enabled layer's entry is read-only but for STEP.
+#[derive(Debug)]
+pub struct Mx {
+    _private: (),
+}
+
+impl Mx {
+    /// Base address.
+    pub const BASE: usize = regmap::mx::BASE as usize;
+    /// The block's ID word (offset 0).
+    #[inline(always)]
+    pub fn id(&self) -> Reg {
+        Reg(Self::BASE)
+    }
+    /// CONFIG (ro): Build parameters.
+    #[inline(always)]
+    pub fn config(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CONFIG as usize)
+    }
+    /// STORE_BYTES (ro): Bytes of the weight store, from address 0.
+    #[inline(always)]
+    pub fn store_bytes(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::STORE_BYTES as usize)
+    }
+    /// CTRL (rw): Block controls.
+    #[inline(always)]
+    pub fn ctrl(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CTRL as usize)
+    }
+    /// STATUS (ro): Block state.
+    #[inline(always)]
+    pub fn status(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::STATUS as usize)
+    }
+    /// CMD (wo): Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM.
+    #[inline(always)]
+    pub fn cmd(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CMD as usize)
+    }
+    /// ERR (ro): The last error (docs/memoryx-store.md, Validation and error codes); any write clears it.
+    #[inline(always)]
+    pub fn err(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::ERR as usize)
+    }
+    /// ERR_INFO (ro): Chunk and step of the last gradient error.
+    #[inline(always)]
+    pub fn err_info(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::ERR_INFO as usize)
+    }
+    /// ERR_COUNT (ro): Errors since reset.
+    #[inline(always)]
+    pub fn err_count(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::ERR_COUNT as usize)
+    }
+    /// TS_LO (ro): Cycle counter [31:0]; reading it latches [63:32] into TS_HI.
+    #[inline(always)]
+    pub fn ts_lo(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::TS_LO as usize)
+    }
+    /// TS_HI (ro): Cycle counter [63:32] as latched by the last TS_LO read.
+    #[inline(always)]
+    pub fn ts_hi(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::TS_HI as usize)
+    }
+    /// CNT0 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 0 of 12.)
+    #[inline(always)]
+    pub fn cnt0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT0 as usize)
+    }
+    /// CNT[i] for i < 12: instance i of the array, at CNT0 + i × 0x4.
+    #[inline(always)]
+    pub fn cnt(&self, i: usize) -> Reg {
+        debug_assert!(i < 12);
+        Reg(Self::BASE + regmap::mx::CNT0 as usize + i * 0x4)
+    }
+    /// CNT1 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 1 of 12.)
+    #[inline(always)]
+    pub fn cnt1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT1 as usize)
+    }
+    /// CNT2 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 2 of 12.)
+    #[inline(always)]
+    pub fn cnt2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT2 as usize)
+    }
+    /// CNT3 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 3 of 12.)
+    #[inline(always)]
+    pub fn cnt3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT3 as usize)
+    }
+    /// CNT4 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 4 of 12.)
+    #[inline(always)]
+    pub fn cnt4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT4 as usize)
+    }
+    /// CNT5 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 5 of 12.)
+    #[inline(always)]
+    pub fn cnt5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT5 as usize)
+    }
+    /// CNT6 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 6 of 12.)
+    #[inline(always)]
+    pub fn cnt6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT6 as usize)
+    }
+    /// CNT7 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 7 of 12.)
+    #[inline(always)]
+    pub fn cnt7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT7 as usize)
+    }
+    /// CNT8 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 8 of 12.)
+    #[inline(always)]
+    pub fn cnt8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT8 as usize)
+    }
+    /// CNT9 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 9 of 12.)
+    #[inline(always)]
+    pub fn cnt9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT9 as usize)
+    }
+    /// CNT10 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 10 of 12.)
+    #[inline(always)]
+    pub fn cnt10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT10 as usize)
+    }
+    /// CNT11 (ro): Streamer counter i (docs/memoryx-store.md, Counters) (instance 11 of 12.)
+    #[inline(always)]
+    pub fn cnt11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::CNT11 as usize)
+    }
+    /// S_FLAGS0 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_flags0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS0 as usize)
+    }
+    /// S_FLAGS[i] for i < 8: instance i of the array, at S_FLAGS0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_flags(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_FLAGS0 as usize + i * 0x40)
+    }
+    /// S_FLAGS1 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_flags1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS1 as usize)
+    }
+    /// S_FLAGS2 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_flags2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS2 as usize)
+    }
+    /// S_FLAGS3 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_flags3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS3 as usize)
+    }
+    /// S_FLAGS4 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_flags4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS4 as usize)
+    }
+    /// S_FLAGS5 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_flags5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS5 as usize)
+    }
+    /// S_FLAGS6 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_flags6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS6 as usize)
+    }
+    /// S_FLAGS7 (rw): Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_flags7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_FLAGS7 as usize)
+    }
+    /// S_GSCALE0 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_gscale0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE0 as usize)
+    }
+    /// S_GSCALE[i] for i < 8: instance i of the array, at S_GSCALE0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_gscale(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_GSCALE0 as usize + i * 0x40)
+    }
+    /// S_GSCALE1 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_gscale1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE1 as usize)
+    }
+    /// S_GSCALE2 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_gscale2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE2 as usize)
+    }
+    /// S_GSCALE3 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_gscale3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE3 as usize)
+    }
+    /// S_GSCALE4 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_gscale4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE4 as usize)
+    }
+    /// S_GSCALE5 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_gscale5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE5 as usize)
+    }
+    /// S_GSCALE6 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_gscale6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE6 as usize)
+    }
+    /// S_GSCALE7 (rw): Constant slot i: ±1/(workers·batch), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_gscale7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_GSCALE7 as usize)
+    }
+    /// S_WD0 (rw): Constant slot i: L2 weight decay, binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_wd0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD0 as usize)
+    }
+    /// S_WD[i] for i < 8: instance i of the array, at S_WD0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_wd(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_WD0 as usize + i * 0x40)
+    }
+    /// S_WD1 (rw): Constant slot i: L2 weight decay, binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_wd1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD1 as usize)
+    }
+    /// S_WD2 (rw): Constant slot i: L2 weight decay, binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_wd2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD2 as usize)
+    }
+    /// S_WD3 (rw): Constant slot i: L2 weight decay, binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_wd3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD3 as usize)
+    }
+    /// S_WD4 (rw): Constant slot i: L2 weight decay, binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_wd4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD4 as usize)
+    }
+    /// S_WD5 (rw): Constant slot i: L2 weight decay, binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_wd5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD5 as usize)
+    }
+    /// S_WD6 (rw): Constant slot i: L2 weight decay, binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_wd6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD6 as usize)
+    }
+    /// S_WD7 (rw): Constant slot i: L2 weight decay, binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_wd7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_WD7 as usize)
+    }
+    /// S_DECAY0 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_decay0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY0 as usize)
+    }
+    /// S_DECAY[i] for i < 8: instance i of the array, at S_DECAY0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_decay(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_DECAY0 as usize + i * 0x40)
+    }
+    /// S_DECAY1 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_decay1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY1 as usize)
+    }
+    /// S_DECAY2 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_decay2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY2 as usize)
+    }
+    /// S_DECAY3 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_decay3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY3 as usize)
+    }
+    /// S_DECAY4 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_decay4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY4 as usize)
+    }
+    /// S_DECAY5 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_decay5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY5 as usize)
+    }
+    /// S_DECAY6 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_decay6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY6 as usize)
+    }
+    /// S_DECAY7 (rw): Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_decay7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_DECAY7 as usize)
+    }
+    /// S_K1_0 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_k1_0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_0 as usize)
+    }
+    /// S_K1[i] for i < 8: instance i of the array, at S_K1_0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_k1(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_K1_0 as usize + i * 0x40)
+    }
+    /// S_K1_1 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_k1_1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_1 as usize)
+    }
+    /// S_K1_2 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_k1_2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_2 as usize)
+    }
+    /// S_K1_3 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_k1_3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_3 as usize)
+    }
+    /// S_K1_4 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_k1_4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_4 as usize)
+    }
+    /// S_K1_5 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_k1_5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_5 as usize)
+    }
+    /// S_K1_6 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_k1_6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_6 as usize)
+    }
+    /// S_K1_7 (rw): Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_k1_7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K1_7 as usize)
+    }
+    /// S_K2_0 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_k2_0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_0 as usize)
+    }
+    /// S_K2[i] for i < 8: instance i of the array, at S_K2_0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_k2(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_K2_0 as usize + i * 0x40)
+    }
+    /// S_K2_1 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_k2_1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_1 as usize)
+    }
+    /// S_K2_2 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_k2_2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_2 as usize)
+    }
+    /// S_K2_3 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_k2_3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_3 as usize)
+    }
+    /// S_K2_4 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_k2_4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_4 as usize)
+    }
+    /// S_K2_5 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_k2_5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_5 as usize)
+    }
+    /// S_K2_6 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_k2_6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_6 as usize)
+    }
+    /// S_K2_7 (rw): Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_k2_7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_K2_7 as usize)
+    }
+    /// S_BETA2_0 (rw): Constant slot i: Adam β2, binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_0 as usize)
+    }
+    /// S_BETA2[i] for i < 8: instance i of the array, at S_BETA2_0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_beta2(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_BETA2_0 as usize + i * 0x40)
+    }
+    /// S_BETA2_1 (rw): Constant slot i: Adam β2, binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_1 as usize)
+    }
+    /// S_BETA2_2 (rw): Constant slot i: Adam β2, binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_2 as usize)
+    }
+    /// S_BETA2_3 (rw): Constant slot i: Adam β2, binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_3 as usize)
+    }
+    /// S_BETA2_4 (rw): Constant slot i: Adam β2, binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_4 as usize)
+    }
+    /// S_BETA2_5 (rw): Constant slot i: Adam β2, binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_5 as usize)
+    }
+    /// S_BETA2_6 (rw): Constant slot i: Adam β2, binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_6 as usize)
+    }
+    /// S_BETA2_7 (rw): Constant slot i: Adam β2, binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_beta2_7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_BETA2_7 as usize)
+    }
+    /// S_C2_0 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_c2_0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_0 as usize)
+    }
+    /// S_C2[i] for i < 8: instance i of the array, at S_C2_0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_c2(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_C2_0 as usize + i * 0x40)
+    }
+    /// S_C2_1 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_c2_1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_1 as usize)
+    }
+    /// S_C2_2 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_c2_2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_2 as usize)
+    }
+    /// S_C2_3 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_c2_3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_3 as usize)
+    }
+    /// S_C2_4 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_c2_4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_4 as usize)
+    }
+    /// S_C2_5 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_c2_5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_5 as usize)
+    }
+    /// S_C2_6 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_c2_6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_6 as usize)
+    }
+    /// S_C2_7 (rw): Constant slot i: Adam 1 − β2, binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_c2_7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_C2_7 as usize)
+    }
+    /// S_IBC2S0 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S0 as usize)
+    }
+    /// S_IBC2S[i] for i < 8: instance i of the array, at S_IBC2S0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_ibc2s(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_IBC2S0 as usize + i * 0x40)
+    }
+    /// S_IBC2S1 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S1 as usize)
+    }
+    /// S_IBC2S2 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S2 as usize)
+    }
+    /// S_IBC2S3 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S3 as usize)
+    }
+    /// S_IBC2S4 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S4 as usize)
+    }
+    /// S_IBC2S5 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S5 as usize)
+    }
+    /// S_IBC2S6 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S6 as usize)
+    }
+    /// S_IBC2S7 (rw): Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_ibc2s7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_IBC2S7 as usize)
+    }
+    /// S_EPS0 (rw): Constant slot i: Adam ε, binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_eps0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS0 as usize)
+    }
+    /// S_EPS[i] for i < 8: instance i of the array, at S_EPS0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_eps(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_EPS0 as usize + i * 0x40)
+    }
+    /// S_EPS1 (rw): Constant slot i: Adam ε, binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_eps1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS1 as usize)
+    }
+    /// S_EPS2 (rw): Constant slot i: Adam ε, binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_eps2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS2 as usize)
+    }
+    /// S_EPS3 (rw): Constant slot i: Adam ε, binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_eps3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS3 as usize)
+    }
+    /// S_EPS4 (rw): Constant slot i: Adam ε, binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_eps4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS4 as usize)
+    }
+    /// S_EPS5 (rw): Constant slot i: Adam ε, binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_eps5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS5 as usize)
+    }
+    /// S_EPS6 (rw): Constant slot i: Adam ε, binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_eps6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS6 as usize)
+    }
+    /// S_EPS7 (rw): Constant slot i: Adam ε, binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_eps7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_EPS7 as usize)
+    }
+    /// S_NEG_RATE0 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 0 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE0 as usize)
+    }
+    /// S_NEG_RATE[i] for i < 8: instance i of the array, at S_NEG_RATE0 + i × 0x40.
+    #[inline(always)]
+    pub fn s_neg_rate(&self, i: usize) -> Reg {
+        debug_assert!(i < 8);
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE0 as usize + i * 0x40)
+    }
+    /// S_NEG_RATE1 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 1 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE1 as usize)
+    }
+    /// S_NEG_RATE2 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 2 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE2 as usize)
+    }
+    /// S_NEG_RATE3 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 3 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE3 as usize)
+    }
+    /// S_NEG_RATE4 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 4 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE4 as usize)
+    }
+    /// S_NEG_RATE5 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 5 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE5 as usize)
+    }
+    /// S_NEG_RATE6 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 6 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE6 as usize)
+    }
+    /// S_NEG_RATE7 (rw): Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 7 of 8.)
+    #[inline(always)]
+    pub fn s_neg_rate7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::S_NEG_RATE7 as usize)
+    }
+    /// L_W_BASE0 (rw): Layer i: Byte address of w in the store, on a store beat (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_w_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE0 as usize)
+    }
+    /// L_W_BASE[i] for i < 16: instance i of the array, at L_W_BASE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_w_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_W_BASE0 as usize + i * 0x40)
+    }
+    /// L_W_BASE1 (rw): Layer i: Byte address of w in the store, on a store beat (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_w_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE1 as usize)
+    }
+    /// L_W_BASE2 (rw): Layer i: Byte address of w in the store, on a store beat (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_w_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE2 as usize)
+    }
+    /// L_W_BASE3 (rw): Layer i: Byte address of w in the store, on a store beat (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_w_base3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE3 as usize)
+    }
+    /// L_W_BASE4 (rw): Layer i: Byte address of w in the store, on a store beat (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_w_base4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE4 as usize)
+    }
+    /// L_W_BASE5 (rw): Layer i: Byte address of w in the store, on a store beat (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_w_base5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE5 as usize)
+    }
+    /// L_W_BASE6 (rw): Layer i: Byte address of w in the store, on a store beat (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_w_base6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE6 as usize)
+    }
+    /// L_W_BASE7 (rw): Layer i: Byte address of w in the store, on a store beat (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_w_base7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE7 as usize)
+    }
+    /// L_W_BASE8 (rw): Layer i: Byte address of w in the store, on a store beat (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_w_base8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE8 as usize)
+    }
+    /// L_W_BASE9 (rw): Layer i: Byte address of w in the store, on a store beat (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_w_base9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE9 as usize)
+    }
+    /// L_W_BASE10 (rw): Layer i: Byte address of w in the store, on a store beat (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_w_base10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE10 as usize)
+    }
+    /// L_W_BASE11 (rw): Layer i: Byte address of w in the store, on a store beat (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_w_base11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE11 as usize)
+    }
+    /// L_W_BASE12 (rw): Layer i: Byte address of w in the store, on a store beat (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_w_base12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE12 as usize)
+    }
+    /// L_W_BASE13 (rw): Layer i: Byte address of w in the store, on a store beat (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_w_base13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE13 as usize)
+    }
+    /// L_W_BASE14 (rw): Layer i: Byte address of w in the store, on a store beat (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_w_base14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE14 as usize)
+    }
+    /// L_W_BASE15 (rw): Layer i: Byte address of w in the store, on a store beat (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_w_base15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_W_BASE15 as usize)
+    }
+    /// L_M_BASE0 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_m_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE0 as usize)
+    }
+    /// L_M_BASE[i] for i < 16: instance i of the array, at L_M_BASE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_m_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_M_BASE0 as usize + i * 0x40)
+    }
+    /// L_M_BASE1 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_m_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE1 as usize)
+    }
+    /// L_M_BASE2 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_m_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE2 as usize)
+    }
+    /// L_M_BASE3 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_m_base3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE3 as usize)
+    }
+    /// L_M_BASE4 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_m_base4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE4 as usize)
+    }
+    /// L_M_BASE5 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_m_base5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE5 as usize)
+    }
+    /// L_M_BASE6 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_m_base6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE6 as usize)
+    }
+    /// L_M_BASE7 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_m_base7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE7 as usize)
+    }
+    /// L_M_BASE8 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_m_base8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE8 as usize)
+    }
+    /// L_M_BASE9 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_m_base9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE9 as usize)
+    }
+    /// L_M_BASE10 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_m_base10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE10 as usize)
+    }
+    /// L_M_BASE11 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_m_base11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE11 as usize)
+    }
+    /// L_M_BASE12 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_m_base12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE12 as usize)
+    }
+    /// L_M_BASE13 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_m_base13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE13 as usize)
+    }
+    /// L_M_BASE14 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_m_base14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE14 as usize)
+    }
+    /// L_M_BASE15 (rw): Layer i: Byte address of m (momentum or Adam m) (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_m_base15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_M_BASE15 as usize)
+    }
+    /// L_V_BASE0 (rw): Layer i: Byte address of v (Adam) (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_v_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE0 as usize)
+    }
+    /// L_V_BASE[i] for i < 16: instance i of the array, at L_V_BASE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_v_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_V_BASE0 as usize + i * 0x40)
+    }
+    /// L_V_BASE1 (rw): Layer i: Byte address of v (Adam) (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_v_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE1 as usize)
+    }
+    /// L_V_BASE2 (rw): Layer i: Byte address of v (Adam) (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_v_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE2 as usize)
+    }
+    /// L_V_BASE3 (rw): Layer i: Byte address of v (Adam) (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_v_base3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE3 as usize)
+    }
+    /// L_V_BASE4 (rw): Layer i: Byte address of v (Adam) (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_v_base4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE4 as usize)
+    }
+    /// L_V_BASE5 (rw): Layer i: Byte address of v (Adam) (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_v_base5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE5 as usize)
+    }
+    /// L_V_BASE6 (rw): Layer i: Byte address of v (Adam) (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_v_base6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE6 as usize)
+    }
+    /// L_V_BASE7 (rw): Layer i: Byte address of v (Adam) (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_v_base7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE7 as usize)
+    }
+    /// L_V_BASE8 (rw): Layer i: Byte address of v (Adam) (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_v_base8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE8 as usize)
+    }
+    /// L_V_BASE9 (rw): Layer i: Byte address of v (Adam) (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_v_base9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE9 as usize)
+    }
+    /// L_V_BASE10 (rw): Layer i: Byte address of v (Adam) (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_v_base10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE10 as usize)
+    }
+    /// L_V_BASE11 (rw): Layer i: Byte address of v (Adam) (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_v_base11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE11 as usize)
+    }
+    /// L_V_BASE12 (rw): Layer i: Byte address of v (Adam) (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_v_base12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE12 as usize)
+    }
+    /// L_V_BASE13 (rw): Layer i: Byte address of v (Adam) (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_v_base13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE13 as usize)
+    }
+    /// L_V_BASE14 (rw): Layer i: Byte address of v (Adam) (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_v_base14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE14 as usize)
+    }
+    /// L_V_BASE15 (rw): Layer i: Byte address of v (Adam) (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_v_base15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_V_BASE15 as usize)
+    }
+    /// L_VMAX_BASE0 (rw): Layer i: Byte address of vmax (amsgrad) (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE0 as usize)
+    }
+    /// L_VMAX_BASE[i] for i < 16: instance i of the array, at L_VMAX_BASE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_vmax_base(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE0 as usize + i * 0x40)
+    }
+    /// L_VMAX_BASE1 (rw): Layer i: Byte address of vmax (amsgrad) (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE1 as usize)
+    }
+    /// L_VMAX_BASE2 (rw): Layer i: Byte address of vmax (amsgrad) (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE2 as usize)
+    }
+    /// L_VMAX_BASE3 (rw): Layer i: Byte address of vmax (amsgrad) (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE3 as usize)
+    }
+    /// L_VMAX_BASE4 (rw): Layer i: Byte address of vmax (amsgrad) (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE4 as usize)
+    }
+    /// L_VMAX_BASE5 (rw): Layer i: Byte address of vmax (amsgrad) (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE5 as usize)
+    }
+    /// L_VMAX_BASE6 (rw): Layer i: Byte address of vmax (amsgrad) (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE6 as usize)
+    }
+    /// L_VMAX_BASE7 (rw): Layer i: Byte address of vmax (amsgrad) (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE7 as usize)
+    }
+    /// L_VMAX_BASE8 (rw): Layer i: Byte address of vmax (amsgrad) (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE8 as usize)
+    }
+    /// L_VMAX_BASE9 (rw): Layer i: Byte address of vmax (amsgrad) (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE9 as usize)
+    }
+    /// L_VMAX_BASE10 (rw): Layer i: Byte address of vmax (amsgrad) (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE10 as usize)
+    }
+    /// L_VMAX_BASE11 (rw): Layer i: Byte address of vmax (amsgrad) (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE11 as usize)
+    }
+    /// L_VMAX_BASE12 (rw): Layer i: Byte address of vmax (amsgrad) (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE12 as usize)
+    }
+    /// L_VMAX_BASE13 (rw): Layer i: Byte address of vmax (amsgrad) (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE13 as usize)
+    }
+    /// L_VMAX_BASE14 (rw): Layer i: Byte address of vmax (amsgrad) (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE14 as usize)
+    }
+    /// L_VMAX_BASE15 (rw): Layer i: Byte address of vmax (amsgrad) (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_vmax_base15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_VMAX_BASE15 as usize)
+    }
+    /// L_LEN0 (rw): Layer i: Parameters of the layer (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_len0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN0 as usize)
+    }
+    /// L_LEN[i] for i < 16: instance i of the array, at L_LEN0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_len(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_LEN0 as usize + i * 0x40)
+    }
+    /// L_LEN1 (rw): Layer i: Parameters of the layer (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_len1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN1 as usize)
+    }
+    /// L_LEN2 (rw): Layer i: Parameters of the layer (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_len2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN2 as usize)
+    }
+    /// L_LEN3 (rw): Layer i: Parameters of the layer (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_len3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN3 as usize)
+    }
+    /// L_LEN4 (rw): Layer i: Parameters of the layer (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_len4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN4 as usize)
+    }
+    /// L_LEN5 (rw): Layer i: Parameters of the layer (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_len5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN5 as usize)
+    }
+    /// L_LEN6 (rw): Layer i: Parameters of the layer (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_len6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN6 as usize)
+    }
+    /// L_LEN7 (rw): Layer i: Parameters of the layer (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_len7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN7 as usize)
+    }
+    /// L_LEN8 (rw): Layer i: Parameters of the layer (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_len8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN8 as usize)
+    }
+    /// L_LEN9 (rw): Layer i: Parameters of the layer (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_len9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN9 as usize)
+    }
+    /// L_LEN10 (rw): Layer i: Parameters of the layer (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_len10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN10 as usize)
+    }
+    /// L_LEN11 (rw): Layer i: Parameters of the layer (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_len11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN11 as usize)
+    }
+    /// L_LEN12 (rw): Layer i: Parameters of the layer (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_len12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN12 as usize)
+    }
+    /// L_LEN13 (rw): Layer i: Parameters of the layer (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_len13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN13 as usize)
+    }
+    /// L_LEN14 (rw): Layer i: Parameters of the layer (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_len14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN14 as usize)
+    }
+    /// L_LEN15 (rw): Layer i: Parameters of the layer (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_len15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_LEN15 as usize)
+    }
+    /// L_CHUNK0 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_chunk0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK0 as usize)
+    }
+    /// L_CHUNK[i] for i < 16: instance i of the array, at L_CHUNK0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_chunk(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_CHUNK0 as usize + i * 0x40)
+    }
+    /// L_CHUNK1 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_chunk1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK1 as usize)
+    }
+    /// L_CHUNK2 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_chunk2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK2 as usize)
+    }
+    /// L_CHUNK3 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_chunk3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK3 as usize)
+    }
+    /// L_CHUNK4 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_chunk4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK4 as usize)
+    }
+    /// L_CHUNK5 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_chunk5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK5 as usize)
+    }
+    /// L_CHUNK6 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_chunk6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK6 as usize)
+    }
+    /// L_CHUNK7 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_chunk7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK7 as usize)
+    }
+    /// L_CHUNK8 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_chunk8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK8 as usize)
+    }
+    /// L_CHUNK9 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_chunk9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK9 as usize)
+    }
+    /// L_CHUNK10 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_chunk10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK10 as usize)
+    }
+    /// L_CHUNK11 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_chunk11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK11 as usize)
+    }
+    /// L_CHUNK12 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_chunk12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK12 as usize)
+    }
+    /// L_CHUNK13 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_chunk13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK13 as usize)
+    }
+    /// L_CHUNK14 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_chunk14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK14 as usize)
+    }
+    /// L_CHUNK15 (rw): Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_chunk15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_CHUNK15 as usize)
+    }
+    /// L_MODE0 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_mode0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE0 as usize)
+    }
+    /// L_MODE[i] for i < 16: instance i of the array, at L_MODE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_mode(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_MODE0 as usize + i * 0x40)
+    }
+    /// L_MODE1 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_mode1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE1 as usize)
+    }
+    /// L_MODE2 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_mode2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE2 as usize)
+    }
+    /// L_MODE3 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_mode3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE3 as usize)
+    }
+    /// L_MODE4 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_mode4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE4 as usize)
+    }
+    /// L_MODE5 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_mode5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE5 as usize)
+    }
+    /// L_MODE6 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_mode6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE6 as usize)
+    }
+    /// L_MODE7 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_mode7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE7 as usize)
+    }
+    /// L_MODE8 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_mode8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE8 as usize)
+    }
+    /// L_MODE9 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_mode9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE9 as usize)
+    }
+    /// L_MODE10 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_mode10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE10 as usize)
+    }
+    /// L_MODE11 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_mode11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE11 as usize)
+    }
+    /// L_MODE12 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_mode12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE12 as usize)
+    }
+    /// L_MODE13 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_mode13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE13 as usize)
+    }
+    /// L_MODE14 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_mode14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE14 as usize)
+    }
+    /// L_MODE15 (rw): Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_mode15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_MODE15 as usize)
+    }
+    /// L_STEP0 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_step0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP0 as usize)
+    }
+    /// L_STEP[i] for i < 16: instance i of the array, at L_STEP0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_step(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_STEP0 as usize + i * 0x40)
+    }
+    /// L_STEP1 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_step1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP1 as usize)
+    }
+    /// L_STEP2 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_step2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP2 as usize)
+    }
+    /// L_STEP3 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_step3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP3 as usize)
+    }
+    /// L_STEP4 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_step4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP4 as usize)
+    }
+    /// L_STEP5 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_step5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP5 as usize)
+    }
+    /// L_STEP6 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_step6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP6 as usize)
+    }
+    /// L_STEP7 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_step7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP7 as usize)
+    }
+    /// L_STEP8 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_step8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP8 as usize)
+    }
+    /// L_STEP9 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_step9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP9 as usize)
+    }
+    /// L_STEP10 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_step10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP10 as usize)
+    }
+    /// L_STEP11 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_step11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP11 as usize)
+    }
+    /// L_STEP12 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_step12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP12 as usize)
+    }
+    /// L_STEP13 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_step13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP13 as usize)
+    }
+    /// L_STEP14 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_step14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP14 as usize)
+    }
+    /// L_STEP15 (rw): Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_step15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STEP15 as usize)
+    }
+    /// L_STATUS0 (ro): Layer i: state and last refusal (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_status0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS0 as usize)
+    }
+    /// L_STATUS[i] for i < 16: instance i of the array, at L_STATUS0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_status(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_STATUS0 as usize + i * 0x40)
+    }
+    /// L_STATUS1 (ro): Layer i: state and last refusal (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_status1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS1 as usize)
+    }
+    /// L_STATUS2 (ro): Layer i: state and last refusal (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_status2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS2 as usize)
+    }
+    /// L_STATUS3 (ro): Layer i: state and last refusal (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_status3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS3 as usize)
+    }
+    /// L_STATUS4 (ro): Layer i: state and last refusal (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_status4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS4 as usize)
+    }
+    /// L_STATUS5 (ro): Layer i: state and last refusal (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_status5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS5 as usize)
+    }
+    /// L_STATUS6 (ro): Layer i: state and last refusal (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_status6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS6 as usize)
+    }
+    /// L_STATUS7 (ro): Layer i: state and last refusal (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_status7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS7 as usize)
+    }
+    /// L_STATUS8 (ro): Layer i: state and last refusal (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_status8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS8 as usize)
+    }
+    /// L_STATUS9 (ro): Layer i: state and last refusal (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_status9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS9 as usize)
+    }
+    /// L_STATUS10 (ro): Layer i: state and last refusal (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_status10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS10 as usize)
+    }
+    /// L_STATUS11 (ro): Layer i: state and last refusal (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_status11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS11 as usize)
+    }
+    /// L_STATUS12 (ro): Layer i: state and last refusal (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_status12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS12 as usize)
+    }
+    /// L_STATUS13 (ro): Layer i: state and last refusal (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_status13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS13 as usize)
+    }
+    /// L_STATUS14 (ro): Layer i: state and last refusal (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_status14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS14 as usize)
+    }
+    /// L_STATUS15 (ro): Layer i: state and last refusal (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_status15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_STATUS15 as usize)
+    }
+    /// L_DONE0 (ro): Layer i: update chunks retired since STEP was written (instance 0 of 16.)
+    #[inline(always)]
+    pub fn l_done0(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE0 as usize)
+    }
+    /// L_DONE[i] for i < 16: instance i of the array, at L_DONE0 + i × 0x40.
+    #[inline(always)]
+    pub fn l_done(&self, i: usize) -> Reg {
+        debug_assert!(i < 16);
+        Reg(Self::BASE + regmap::mx::L_DONE0 as usize + i * 0x40)
+    }
+    /// L_DONE1 (ro): Layer i: update chunks retired since STEP was written (instance 1 of 16.)
+    #[inline(always)]
+    pub fn l_done1(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE1 as usize)
+    }
+    /// L_DONE2 (ro): Layer i: update chunks retired since STEP was written (instance 2 of 16.)
+    #[inline(always)]
+    pub fn l_done2(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE2 as usize)
+    }
+    /// L_DONE3 (ro): Layer i: update chunks retired since STEP was written (instance 3 of 16.)
+    #[inline(always)]
+    pub fn l_done3(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE3 as usize)
+    }
+    /// L_DONE4 (ro): Layer i: update chunks retired since STEP was written (instance 4 of 16.)
+    #[inline(always)]
+    pub fn l_done4(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE4 as usize)
+    }
+    /// L_DONE5 (ro): Layer i: update chunks retired since STEP was written (instance 5 of 16.)
+    #[inline(always)]
+    pub fn l_done5(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE5 as usize)
+    }
+    /// L_DONE6 (ro): Layer i: update chunks retired since STEP was written (instance 6 of 16.)
+    #[inline(always)]
+    pub fn l_done6(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE6 as usize)
+    }
+    /// L_DONE7 (ro): Layer i: update chunks retired since STEP was written (instance 7 of 16.)
+    #[inline(always)]
+    pub fn l_done7(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE7 as usize)
+    }
+    /// L_DONE8 (ro): Layer i: update chunks retired since STEP was written (instance 8 of 16.)
+    #[inline(always)]
+    pub fn l_done8(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE8 as usize)
+    }
+    /// L_DONE9 (ro): Layer i: update chunks retired since STEP was written (instance 9 of 16.)
+    #[inline(always)]
+    pub fn l_done9(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE9 as usize)
+    }
+    /// L_DONE10 (ro): Layer i: update chunks retired since STEP was written (instance 10 of 16.)
+    #[inline(always)]
+    pub fn l_done10(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE10 as usize)
+    }
+    /// L_DONE11 (ro): Layer i: update chunks retired since STEP was written (instance 11 of 16.)
+    #[inline(always)]
+    pub fn l_done11(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE11 as usize)
+    }
+    /// L_DONE12 (ro): Layer i: update chunks retired since STEP was written (instance 12 of 16.)
+    #[inline(always)]
+    pub fn l_done12(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE12 as usize)
+    }
+    /// L_DONE13 (ro): Layer i: update chunks retired since STEP was written (instance 13 of 16.)
+    #[inline(always)]
+    pub fn l_done13(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE13 as usize)
+    }
+    /// L_DONE14 (ro): Layer i: update chunks retired since STEP was written (instance 14 of 16.)
+    #[inline(always)]
+    pub fn l_done14(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE14 as usize)
+    }
+    /// L_DONE15 (ro): Layer i: update chunks retired since STEP was written (instance 15 of 16.)
+    #[inline(always)]
+    pub fn l_done15(&self) -> Reg {
+        Reg(Self::BASE + regmap::mx::L_DONE15 as usize)
+    }
+}
+
+/// The `mxdma` block: MemoryX data mover (docs/memoryx-soc.md): moves words between a ring in the link engine's DMA RAM and the MemoryX weight store (AXI4), feeds gradient chunks from a ring into the streamer, and sinks the streamer's weight-out flits (discarded and counted, or captured into a ring). Every ring and store address is checked before an operation starts; a refused operation moves nothing.
+#[derive(Debug)]
+pub struct Mxdma {
+    _private: (),
+}
+
+impl Mxdma {
+    /// Base address.
+    pub const BASE: usize = regmap::mxdma::BASE as usize;
+    /// The block's ID word (offset 0).
+    #[inline(always)]
+    pub fn id(&self) -> Reg {
+        Reg(Self::BASE)
+    }
+    /// PARAMS (ro): Build parameters.
+    #[inline(always)]
+    pub fn params(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::PARAMS as usize)
+    }
+    /// RING_BASE (rw): Byte address of the operation's ring in the link DMA RAM; aligned to RING_LEN.
+    #[inline(always)]
+    pub fn ring_base(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::RING_BASE as usize)
+    }
+    /// RING_LEN (rw): Bytes of the ring, a power of two of at least 4; ring addresses wrap inside it.
+    #[inline(always)]
+    pub fn ring_len(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::RING_LEN as usize)
+    }
+    /// RING_OFF (rw): Byte offset in the ring of the operation's first word; word aligned, below RING_LEN.
+    #[inline(always)]
+    pub fn ring_off(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::RING_OFF as usize)
+    }
+    /// STORE_ADDR (rw): Byte address in the weight store of the first word (ops 1 and 2); aligned to a store beat.
+    #[inline(always)]
+    pub fn store_addr(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::STORE_ADDR as usize)
+    }
+    /// WORDS (rw): Words the operation moves: at least 1, at most RING_LEN / 4, and inside the store.
+    #[inline(always)]
+    pub fn words(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WORDS as usize)
+    }
+    /// GRAD_HDR (rw): Flit header of a gradient feed (op 3): the layer and step every flit carries (ws_common::flit).
+    #[inline(always)]
+    pub fn grad_hdr(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::GRAD_HDR as usize)
+    }
+    /// GRAD_CHUNK (rw): Chunking of a gradient feed: the words of the feed are cut into chunks of `params` flits (the layer's CHUNK), numbered from `first`; the last chunk may be short.
+    #[inline(always)]
+    pub fn grad_chunk(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::GRAD_CHUNK as usize)
+    }
+    /// CMD (wo): Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD. It is checked first; a refusal sets STATUS.err and moves nothing.
+    #[inline(always)]
+    pub fn cmd(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::CMD as usize)
+    }
+    /// STATUS (ro): State of the current or last operation.
+    #[inline(always)]
+    pub fn status(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::STATUS as usize)
+    }
+    /// DONE_WORDS (ro): Words the current or last operation has moved.
+    #[inline(always)]
+    pub fn done_words(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::DONE_WORDS as usize)
+    }
+    /// OPS (ro): Operations completed since reset.
+    #[inline(always)]
+    pub fn ops(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::OPS as usize)
+    }
+    /// REFUSED (ro): Operations refused or failed since reset.
+    #[inline(always)]
+    pub fn refused(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::REFUSED as usize)
+    }
+    /// WOUT_CTRL (rw): Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Turning capture on restarts WOUT_HEAD at 0.
+    #[inline(always)]
+    pub fn wout_ctrl(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_CTRL as usize)
+    }
+    /// WOUT_BASE (rw): Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
+    #[inline(always)]
+    pub fn wout_base(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_BASE as usize)
+    }
+    /// WOUT_LEN (rw): Bytes of the weight-out ring, a power of two of at least 4.
+    #[inline(always)]
+    pub fn wout_len(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_LEN as usize)
+    }
+    /// WOUT_LIMIT (rw): Capture may write until WOUT_HEAD equals this byte count (firmware moves it as the ring drains).
+    #[inline(always)]
+    pub fn wout_limit(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_LIMIT as usize)
+    }
+    /// WOUT_HEAD (ro): Bytes captured since capture turned on.
+    #[inline(always)]
+    pub fn wout_head(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_HEAD as usize)
+    }
+    /// WOUT_FLITS (ro): Weight flits taken from the streamer since reset.
+    #[inline(always)]
+    pub fn wout_flits(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_FLITS as usize)
+    }
+    /// WOUT_DROPPED (ro): Weight flits discarded (capture off) since reset.
+    #[inline(always)]
+    pub fn wout_dropped(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_DROPPED as usize)
+    }
+    /// GRAD_FLITS (ro): Gradient flits fed to the streamer since reset.
+    #[inline(always)]
+    pub fn grad_flits(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::GRAD_FLITS as usize)
+    }
+}
+
 /// The `swarm` block: SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
 #[derive(Debug)]
 pub struct Swarm {
@@ -1169,6 +2788,10 @@ pub struct Peripherals {
     pub hostlink: Hostlink,
     /// The `link` block.
     pub link: Link,
+    /// The `mx` block.
+    pub mx: Mx,
+    /// The `mxdma` block.
+    pub mxdma: Mxdma,
     /// The `swarm` block.
     pub swarm: Swarm,
 }
@@ -1204,6 +2827,8 @@ impl Peripherals {
             gpio: Gpio { _private: () },
             hostlink: Hostlink { _private: () },
             link: Link { _private: () },
+            mx: Mx { _private: () },
+            mxdma: Mxdma { _private: () },
             swarm: Swarm { _private: () },
         }
     }

@@ -7,7 +7,8 @@
 // RISC-V Debug 0.13 access: halt, abstract commands, program buffer and system-bus access.
 // Two ws_obi_xbar instances join the core's instruction port, its data port and the debug
 // system-bus master to the boot ROM, the RAM, the debug module and the peripheral bus;
-// ws_periph_bus fans out to the register blocks (sysinfo, timer, UART, GPIO, host link).
+// ws_periph_bus fans out to the register blocks (sysinfo, timer, UART, GPIO, host link, link
+// engine, MemoryX and its data mover).
 // The memory map, bus contract and port list are specified in docs/soc.md and
 // hdl/regmap/soc.toml.
 //
@@ -24,7 +25,8 @@ module ws_soc #(
     parameter RAM_BYTES = 256 * 1024,          // main RAM size; a power of two, at most 256 KiB
     parameter BOOTROM_INIT = "bootrom.hex",    // $readmemh image for the boot ROM
     parameter [31:0] JTAG_IDCODE = 32'h1000_5a57, // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
-    parameter LINK_DMA_BYTES = 262144          // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
+    parameter LINK_DMA_BYTES = 262144,         // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
+    parameter MX_STORE_BYTES = 1 << 20         // MemoryX weight store (the simulation store, ws_mx_block)
 ) (
     input  wire       clk,
     input  wire       rst,
@@ -105,9 +107,11 @@ module ws_soc #(
     localparam IRQ_LINK_RX = 18;
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
-    localparam NUM_SLOTS = 9;
-    localparam [31:0] SLOT_MASK = 32'h0000_011f;
+    localparam NUM_SLOTS = 18;
+    localparam [31:0] SLOT_MASK = 32'h0003_011f;
     localparam SLOT_LINK = 8;
+    localparam SLOT_MX = 16;
+    localparam SLOT_MXDMA = 17;
 
     // Core and peripheral reset length after a software reset request.
     localparam SOFT_RESET_CYCLES = 16;
@@ -623,10 +627,14 @@ module ws_soc #(
     // Slots 5..7 are empty: they read 0.
     assign reg_rdata[5*32 +: 3*32] = {3*32{1'b0}};
 
-    // The link engine's external DMA port is for the data-plane blocks; none is in the SoC yet.
-    wire        link_ext_ready;
-    wire        link_ext_rvalid;
-    wire [31:0] link_ext_rdata;
+    // The link engine's external DMA port belongs to MemoryX's data mover.
+    wire                              link_ext_valid;
+    wire                              link_ext_ready;
+    wire                              link_ext_we;
+    wire [$clog2(LINK_DMA_BYTES)-3:0] link_ext_addr;
+    wire [31:0]                       link_ext_wdata;
+    wire                              link_ext_rvalid;
+    wire [31:0]                       link_ext_rdata;
 
     ws_link_block #(
         .DMA_BYTES(LINK_DMA_BYTES)
@@ -645,14 +653,46 @@ module ws_soc #(
         .m_phy_valid(m_phy_valid),
         .m_phy_ready(m_phy_ready),
         .m_phy_data(m_phy_data),
-        .ext_valid(1'b0),
+        .ext_valid(link_ext_valid),
         .ext_ready(link_ext_ready),
-        .ext_we(1'b0),
-        .ext_addr({($clog2(LINK_DMA_BYTES) - 2){1'b0}}),
-        .ext_wdata(32'd0),
+        .ext_we(link_ext_we),
+        .ext_addr(link_ext_addr),
+        .ext_wdata(link_ext_wdata),
         .ext_rvalid(link_ext_rvalid),
         .ext_rdata(link_ext_rdata),
         .irq(irq_link)
+    );
+
+    // Slots 9..15 are empty: they read 0.
+    assign reg_rdata[9*32 +: 7*32] = {7*32{1'b0}};
+
+    // MemoryX: the streamer's layer table (slot 16) and its data mover (slot 17), the weight
+    // store behind them, and the data mover's path into the link engine's DMA RAM.
+    wire mx_mem_err_protocol;
+
+    ws_mx_block #(
+        .DATA_WIDTH(256),
+        .STORE_BYTES(MX_STORE_BYTES),
+        .DMA_BYTES(LINK_DMA_BYTES)
+    ) mx_inst (
+        .clk(clk),
+        .rst(periph_rst),
+        .mx_reg_req(reg_req[SLOT_MX]),
+        .dma_reg_req(reg_req[SLOT_MXDMA]),
+        .reg_we(reg_we),
+        .reg_addr(reg_addr),
+        .reg_wdata(reg_wdata),
+        .reg_be(reg_be),
+        .mx_reg_rdata(reg_rdata[SLOT_MX*32 +: 32]),
+        .dma_reg_rdata(reg_rdata[SLOT_MXDMA*32 +: 32]),
+        .ext_valid(link_ext_valid),
+        .ext_ready(link_ext_ready),
+        .ext_we(link_ext_we),
+        .ext_addr(link_ext_addr),
+        .ext_wdata(link_ext_wdata),
+        .ext_rvalid(link_ext_rvalid),
+        .ext_rdata(link_ext_rdata),
+        .mem_err_protocol(mx_mem_err_protocol)
     );
 
     // Outputs and bus lanes nothing consumes: core and debug status pins, the JTAG output
@@ -660,7 +700,7 @@ module ws_soc #(
     // address bits outside each slave's window and the write lanes of read-only ports.
     wire _unused_ok = &{1'b0, core_irq_ack, core_irq_id, debug_havereset, debug_running,
                         debug_halted, jtag_tdo_oe, dmactive, fi_err_unmapped, d_err_unmapped,
-                        reg_req[7:5], link_ext_ready, link_ext_rvalid, link_ext_rdata,
+                        reg_req[7:5], reg_req[15:9], mx_mem_err_protocol,
                         fi_m_addr[FI_ROM*32 +: 2],
                         fi_m_addr[FI_ROM*32 + ROM_ADDR_WIDTH +: 32 - ROM_ADDR_WIDTH],
                         fi_m_addr[FI_RAM*32 +: 2],

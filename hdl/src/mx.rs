@@ -108,6 +108,34 @@ pub fn sim_spec(p: &MxParams) -> Result<BlockSpec, BuildError> {
     Ok(spec)
 }
 
+/// Our RTL of MemoryX as the SoC carries it (`ws_mx_block`): the streamer's files, the data
+/// mover with its generated CSR, and the store interconnect.
+pub const BLOCK_FILES: &[&str] = &[
+    "hdl/rtl/ws_mx_burst.v",
+    "hdl/rtl/ws_mx_layers.v",
+    "hdl/rtl/ws_mx_wout.v",
+    "hdl/rtl/ws_mx_streamer.v",
+    "hdl/rtl/ws_mx_mem_model.v",
+    "hdl/rtl/gen/ws_mxdma_csr.v",
+    "hdl/rtl/ws_mx_axi_arb.v",
+    "hdl/rtl/ws_mx_dma.v",
+    "hdl/rtl/ws_mx_block.v",
+];
+
+/// The block spec of `ws_mx_block` (one lane, 256-bit store) with a `store_bytes` store and
+/// a `dma_bytes` link DMA RAM on its ext port.
+pub fn block_spec(store_bytes: u32, dma_bytes: u32) -> Result<BlockSpec, BuildError> {
+    let spec = BlockSpec::new("ws_mx_block")
+        .files(LANE_FILES.iter().copied())
+        .files(BLOCK_FILES.iter().copied())
+        .param("STORE_BYTES", store_bytes)
+        .param("DMA_BYTES", dma_bytes);
+    let mut spec = with_fpnew(spec)?;
+    spec.vlt_files.push(OPTIM_VLT.into());
+    spec.vlt_files.push(MX_VLT.into());
+    Ok(spec)
+}
+
 /// The register map of `ws_mx_layers` (its header is the reference; byte offsets).
 pub mod reg {
     /// ID word.
@@ -1001,4 +1029,45 @@ impl Store {
 /// The [`Opt`] code of `h` as a layer MODE value.
 pub fn opt_code(h: &Hyper) -> u32 {
     Opt::of(h) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reg;
+    use ws_common::regmap::mx as map;
+
+    /// `ws_mx_layers` is hand-written; its map in hdl/regmap/mx.toml (what firmware and docs
+    /// use) must say the same offsets as its header, which these constants transcribe.
+    #[test]
+    fn the_hand_written_register_block_agrees_with_the_regmap() {
+        assert_eq!(reg::ID_WORD, map::ID_WORD);
+        for (ours, theirs) in [
+            (reg::CONFIG, map::CONFIG),
+            (reg::STORE_BYTES, map::STORE_BYTES),
+            (reg::CTRL, map::CTRL),
+            (reg::STATUS, map::STATUS),
+            (reg::CMD, map::CMD),
+            (reg::ERR, map::ERR),
+            (reg::ERR_INFO, map::ERR_INFO),
+            (reg::ERR_COUNT, map::ERR_COUNT),
+            (reg::TS_LO, map::TS_LO),
+            (reg::TS_HI, map::TS_HI),
+            (reg::COUNTERS, map::CNT0),
+            (reg::COUNTERS + 4 * super::cnt::LANE_BEATS, map::CNT11),
+            (reg::slot(0), map::S_FLAGS0),
+            (reg::slot(7) + 0x28, map::S_NEG_RATE7),
+            (reg::slot(3) + 0x10, map::S_K1_3),
+            (reg::slot(5) + 0x18, map::S_BETA2_5),
+            (reg::layer(0) + reg::W_BASE, map::L_W_BASE0),
+            (reg::layer(15) + reg::X_BASE, map::L_VMAX_BASE15),
+            (reg::layer(9) + reg::LEN, map::L_LEN9),
+            (reg::layer(4) + reg::CHUNK, map::L_CHUNK4),
+            (reg::layer(2) + reg::MODE, map::L_MODE2),
+            (reg::layer(11) + reg::STEP, map::L_STEP11),
+            (reg::layer(6) + reg::L_STATUS, map::L_STATUS6),
+            (reg::layer(13) + reg::DONE, map::L_DONE13),
+        ] {
+            assert_eq!(ours, theirs);
+        }
+    }
 }

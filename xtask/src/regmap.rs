@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 pub fn generate(root: &Path) -> Result<Vec<(PathBuf, String)>> {
     let m = model::load(&root.join("hdl/regmap"))?;
     let mut out = Vec::new();
-    for b in &m.blocks {
+    for b in m.blocks.iter().filter(|b| b.info.hand_rtl.is_none()) {
         out.push((root.join(format!("hdl/rtl/gen/ws_{}_csr.v", b.info.name)), verilog::csr_block(b)));
     }
     out.push((root.join("hdl/rtl/gen/ws_soc_map.vh"), verilog::soc_map(&m)));

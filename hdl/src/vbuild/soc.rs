@@ -49,6 +49,9 @@ pub struct SocFiles {
     /// Verilator configuration files, repo-relative.
     #[serde(default)]
     pub vlt_files: Vec<PathBuf>,
+    /// Add FPnew's FMA (MemoryX's optimizer lanes) from the package's FPU manifest.
+    #[serde(default)]
+    pub fpnew_fma: bool,
 }
 
 impl SocFiles {
@@ -121,9 +124,20 @@ pub fn soc_spec(opts: &SocBuild) -> Result<ModelSpec, BuildError> {
     }
     let mut spec = ModelSpec::new(name, files.top.clone());
     spec.sources = files.package_sources();
-    spec.sources.extend(files.rtl_files.iter().map(paths::in_workspace));
     spec.include_dirs = files.package_include_dirs();
     spec.vlt_files = files.vlt_files.iter().map(paths::in_workspace).collect();
+    if files.fpnew_fma {
+        let fp = super::fpnew::fma_sources()?;
+        for src in fp.sources {
+            if !spec.sources.contains(&src) {
+                spec.sources.push(src);
+            }
+        }
+        spec.include_dirs.extend(fp.include_dirs);
+        spec.include_dirs.push(paths::in_workspace(crate::mesh::RTL_INCLUDE_DIR));
+        spec.vlt_files.extend(fp.vlt_files);
+    }
+    spec.sources.extend(files.rtl_files.iter().map(paths::in_workspace));
     spec.vlt_files.push(paths::in_workspace(SIM_VLT));
     spec.shim_files = vec![paths::in_workspace(SOC_SHIM)];
     spec.threads = opts.threads.max(1);

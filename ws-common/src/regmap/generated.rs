@@ -938,6 +938,2568 @@ pub mod link {
     }
 }
 
+/// `mx` block (hdl/regmap/mx.toml): MemoryX streamer (docs/memoryx-store.md): the layer table, the per-step constant slots, the layer commands and their validation, status, errors and counters. An enabled layer's entry is read-only but for STEP.
+pub mod mx {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 16;
+    /// Base address.
+    pub const BASE: u32 = 0x20010000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x4d58;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 1;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x4d580100;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of CONFIG: Build parameters.
+    pub const CONFIG: u32 = 0x004;
+    /// Offset of STORE_BYTES: Bytes of the weight store, from address 0.
+    pub const STORE_BYTES: u32 = 0x008;
+    /// Offset of CTRL: Block controls.
+    pub const CTRL: u32 = 0x00c;
+    /// Offset of STATUS: Block state.
+    pub const STATUS: u32 = 0x010;
+    /// Offset of CMD: Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM.
+    pub const CMD: u32 = 0x014;
+    /// Offset of ERR: The last error (docs/memoryx-store.md, Validation and error codes); any write clears it.
+    pub const ERR: u32 = 0x018;
+    /// Offset of ERR_INFO: Chunk and step of the last gradient error.
+    pub const ERR_INFO: u32 = 0x01c;
+    /// Offset of ERR_COUNT: Errors since reset.
+    pub const ERR_COUNT: u32 = 0x020;
+    /// Offset of TS_LO: Cycle counter [31:0]; reading it latches [63:32] into TS_HI.
+    pub const TS_LO: u32 = 0x024;
+    /// Offset of TS_HI: Cycle counter [63:32] as latched by the last TS_LO read.
+    pub const TS_HI: u32 = 0x028;
+    /// Offset of CNT0: Streamer counter i (docs/memoryx-store.md, Counters) (instance 0 of 12.)
+    pub const CNT0: u32 = 0x040;
+    /// Offset of CNT1: Streamer counter i (docs/memoryx-store.md, Counters) (instance 1 of 12.)
+    pub const CNT1: u32 = 0x044;
+    /// Offset of CNT2: Streamer counter i (docs/memoryx-store.md, Counters) (instance 2 of 12.)
+    pub const CNT2: u32 = 0x048;
+    /// Offset of CNT3: Streamer counter i (docs/memoryx-store.md, Counters) (instance 3 of 12.)
+    pub const CNT3: u32 = 0x04c;
+    /// Offset of CNT4: Streamer counter i (docs/memoryx-store.md, Counters) (instance 4 of 12.)
+    pub const CNT4: u32 = 0x050;
+    /// Offset of CNT5: Streamer counter i (docs/memoryx-store.md, Counters) (instance 5 of 12.)
+    pub const CNT5: u32 = 0x054;
+    /// Offset of CNT6: Streamer counter i (docs/memoryx-store.md, Counters) (instance 6 of 12.)
+    pub const CNT6: u32 = 0x058;
+    /// Offset of CNT7: Streamer counter i (docs/memoryx-store.md, Counters) (instance 7 of 12.)
+    pub const CNT7: u32 = 0x05c;
+    /// Offset of CNT8: Streamer counter i (docs/memoryx-store.md, Counters) (instance 8 of 12.)
+    pub const CNT8: u32 = 0x060;
+    /// Offset of CNT9: Streamer counter i (docs/memoryx-store.md, Counters) (instance 9 of 12.)
+    pub const CNT9: u32 = 0x064;
+    /// Offset of CNT10: Streamer counter i (docs/memoryx-store.md, Counters) (instance 10 of 12.)
+    pub const CNT10: u32 = 0x068;
+    /// Offset of CNT11: Streamer counter i (docs/memoryx-store.md, Counters) (instance 11 of 12.)
+    pub const CNT11: u32 = 0x06c;
+    /// Offset of S_FLAGS0: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 0 of 8.)
+    pub const S_FLAGS0: u32 = 0x100;
+    /// Offset of S_FLAGS1: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 1 of 8.)
+    pub const S_FLAGS1: u32 = 0x140;
+    /// Offset of S_FLAGS2: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 2 of 8.)
+    pub const S_FLAGS2: u32 = 0x180;
+    /// Offset of S_FLAGS3: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 3 of 8.)
+    pub const S_FLAGS3: u32 = 0x1c0;
+    /// Offset of S_FLAGS4: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 4 of 8.)
+    pub const S_FLAGS4: u32 = 0x200;
+    /// Offset of S_FLAGS5: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 5 of 8.)
+    pub const S_FLAGS5: u32 = 0x240;
+    /// Offset of S_FLAGS6: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 6 of 8.)
+    pub const S_FLAGS6: u32 = 0x280;
+    /// Offset of S_FLAGS7: Constant slot i: Optimizer flags (ws_common::golden::optim FLAG_*) (instance 7 of 8.)
+    pub const S_FLAGS7: u32 = 0x2c0;
+    /// Offset of S_GSCALE0: Constant slot i: ±1/(workers·batch), binary32 (instance 0 of 8.)
+    pub const S_GSCALE0: u32 = 0x104;
+    /// Offset of S_GSCALE1: Constant slot i: ±1/(workers·batch), binary32 (instance 1 of 8.)
+    pub const S_GSCALE1: u32 = 0x144;
+    /// Offset of S_GSCALE2: Constant slot i: ±1/(workers·batch), binary32 (instance 2 of 8.)
+    pub const S_GSCALE2: u32 = 0x184;
+    /// Offset of S_GSCALE3: Constant slot i: ±1/(workers·batch), binary32 (instance 3 of 8.)
+    pub const S_GSCALE3: u32 = 0x1c4;
+    /// Offset of S_GSCALE4: Constant slot i: ±1/(workers·batch), binary32 (instance 4 of 8.)
+    pub const S_GSCALE4: u32 = 0x204;
+    /// Offset of S_GSCALE5: Constant slot i: ±1/(workers·batch), binary32 (instance 5 of 8.)
+    pub const S_GSCALE5: u32 = 0x244;
+    /// Offset of S_GSCALE6: Constant slot i: ±1/(workers·batch), binary32 (instance 6 of 8.)
+    pub const S_GSCALE6: u32 = 0x284;
+    /// Offset of S_GSCALE7: Constant slot i: ±1/(workers·batch), binary32 (instance 7 of 8.)
+    pub const S_GSCALE7: u32 = 0x2c4;
+    /// Offset of S_WD0: Constant slot i: L2 weight decay, binary32 (instance 0 of 8.)
+    pub const S_WD0: u32 = 0x108;
+    /// Offset of S_WD1: Constant slot i: L2 weight decay, binary32 (instance 1 of 8.)
+    pub const S_WD1: u32 = 0x148;
+    /// Offset of S_WD2: Constant slot i: L2 weight decay, binary32 (instance 2 of 8.)
+    pub const S_WD2: u32 = 0x188;
+    /// Offset of S_WD3: Constant slot i: L2 weight decay, binary32 (instance 3 of 8.)
+    pub const S_WD3: u32 = 0x1c8;
+    /// Offset of S_WD4: Constant slot i: L2 weight decay, binary32 (instance 4 of 8.)
+    pub const S_WD4: u32 = 0x208;
+    /// Offset of S_WD5: Constant slot i: L2 weight decay, binary32 (instance 5 of 8.)
+    pub const S_WD5: u32 = 0x248;
+    /// Offset of S_WD6: Constant slot i: L2 weight decay, binary32 (instance 6 of 8.)
+    pub const S_WD6: u32 = 0x288;
+    /// Offset of S_WD7: Constant slot i: L2 weight decay, binary32 (instance 7 of 8.)
+    pub const S_WD7: u32 = 0x2c8;
+    /// Offset of S_DECAY0: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 0 of 8.)
+    pub const S_DECAY0: u32 = 0x10c;
+    /// Offset of S_DECAY1: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 1 of 8.)
+    pub const S_DECAY1: u32 = 0x14c;
+    /// Offset of S_DECAY2: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 2 of 8.)
+    pub const S_DECAY2: u32 = 0x18c;
+    /// Offset of S_DECAY3: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 3 of 8.)
+    pub const S_DECAY3: u32 = 0x1cc;
+    /// Offset of S_DECAY4: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 4 of 8.)
+    pub const S_DECAY4: u32 = 0x20c;
+    /// Offset of S_DECAY5: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 5 of 8.)
+    pub const S_DECAY5: u32 = 0x24c;
+    /// Offset of S_DECAY6: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 6 of 8.)
+    pub const S_DECAY6: u32 = 0x28c;
+    /// Offset of S_DECAY7: Constant slot i: Multiplier of w before the update (1 − lr·wd for AdamW), binary32 (instance 7 of 8.)
+    pub const S_DECAY7: u32 = 0x2cc;
+    /// Offset of S_K1_0: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 0 of 8.)
+    pub const S_K1_0: u32 = 0x110;
+    /// Offset of S_K1_1: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 1 of 8.)
+    pub const S_K1_1: u32 = 0x150;
+    /// Offset of S_K1_2: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 2 of 8.)
+    pub const S_K1_2: u32 = 0x190;
+    /// Offset of S_K1_3: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 3 of 8.)
+    pub const S_K1_3: u32 = 0x1d0;
+    /// Offset of S_K1_4: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 4 of 8.)
+    pub const S_K1_4: u32 = 0x210;
+    /// Offset of S_K1_5: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 5 of 8.)
+    pub const S_K1_5: u32 = 0x250;
+    /// Offset of S_K1_6: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 6 of 8.)
+    pub const S_K1_6: u32 = 0x290;
+    /// Offset of S_K1_7: Constant slot i: Multiplier of m (momentum or β1), binary32 (instance 7 of 8.)
+    pub const S_K1_7: u32 = 0x2d0;
+    /// Offset of S_K2_0: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 0 of 8.)
+    pub const S_K2_0: u32 = 0x114;
+    /// Offset of S_K2_1: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 1 of 8.)
+    pub const S_K2_1: u32 = 0x154;
+    /// Offset of S_K2_2: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 2 of 8.)
+    pub const S_K2_2: u32 = 0x194;
+    /// Offset of S_K2_3: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 3 of 8.)
+    pub const S_K2_3: u32 = 0x1d4;
+    /// Offset of S_K2_4: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 4 of 8.)
+    pub const S_K2_4: u32 = 0x214;
+    /// Offset of S_K2_5: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 5 of 8.)
+    pub const S_K2_5: u32 = 0x254;
+    /// Offset of S_K2_6: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 6 of 8.)
+    pub const S_K2_6: u32 = 0x294;
+    /// Offset of S_K2_7: Constant slot i: Multiplier of g into m (1 − dampening or 1 − β1), binary32 (instance 7 of 8.)
+    pub const S_K2_7: u32 = 0x2d4;
+    /// Offset of S_BETA2_0: Constant slot i: Adam β2, binary32 (instance 0 of 8.)
+    pub const S_BETA2_0: u32 = 0x118;
+    /// Offset of S_BETA2_1: Constant slot i: Adam β2, binary32 (instance 1 of 8.)
+    pub const S_BETA2_1: u32 = 0x158;
+    /// Offset of S_BETA2_2: Constant slot i: Adam β2, binary32 (instance 2 of 8.)
+    pub const S_BETA2_2: u32 = 0x198;
+    /// Offset of S_BETA2_3: Constant slot i: Adam β2, binary32 (instance 3 of 8.)
+    pub const S_BETA2_3: u32 = 0x1d8;
+    /// Offset of S_BETA2_4: Constant slot i: Adam β2, binary32 (instance 4 of 8.)
+    pub const S_BETA2_4: u32 = 0x218;
+    /// Offset of S_BETA2_5: Constant slot i: Adam β2, binary32 (instance 5 of 8.)
+    pub const S_BETA2_5: u32 = 0x258;
+    /// Offset of S_BETA2_6: Constant slot i: Adam β2, binary32 (instance 6 of 8.)
+    pub const S_BETA2_6: u32 = 0x298;
+    /// Offset of S_BETA2_7: Constant slot i: Adam β2, binary32 (instance 7 of 8.)
+    pub const S_BETA2_7: u32 = 0x2d8;
+    /// Offset of S_C2_0: Constant slot i: Adam 1 − β2, binary32 (instance 0 of 8.)
+    pub const S_C2_0: u32 = 0x11c;
+    /// Offset of S_C2_1: Constant slot i: Adam 1 − β2, binary32 (instance 1 of 8.)
+    pub const S_C2_1: u32 = 0x15c;
+    /// Offset of S_C2_2: Constant slot i: Adam 1 − β2, binary32 (instance 2 of 8.)
+    pub const S_C2_2: u32 = 0x19c;
+    /// Offset of S_C2_3: Constant slot i: Adam 1 − β2, binary32 (instance 3 of 8.)
+    pub const S_C2_3: u32 = 0x1dc;
+    /// Offset of S_C2_4: Constant slot i: Adam 1 − β2, binary32 (instance 4 of 8.)
+    pub const S_C2_4: u32 = 0x21c;
+    /// Offset of S_C2_5: Constant slot i: Adam 1 − β2, binary32 (instance 5 of 8.)
+    pub const S_C2_5: u32 = 0x25c;
+    /// Offset of S_C2_6: Constant slot i: Adam 1 − β2, binary32 (instance 6 of 8.)
+    pub const S_C2_6: u32 = 0x29c;
+    /// Offset of S_C2_7: Constant slot i: Adam 1 − β2, binary32 (instance 7 of 8.)
+    pub const S_C2_7: u32 = 0x2dc;
+    /// Offset of S_IBC2S0: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 0 of 8.)
+    pub const S_IBC2S0: u32 = 0x120;
+    /// Offset of S_IBC2S1: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 1 of 8.)
+    pub const S_IBC2S1: u32 = 0x160;
+    /// Offset of S_IBC2S2: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 2 of 8.)
+    pub const S_IBC2S2: u32 = 0x1a0;
+    /// Offset of S_IBC2S3: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 3 of 8.)
+    pub const S_IBC2S3: u32 = 0x1e0;
+    /// Offset of S_IBC2S4: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 4 of 8.)
+    pub const S_IBC2S4: u32 = 0x220;
+    /// Offset of S_IBC2S5: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 5 of 8.)
+    pub const S_IBC2S5: u32 = 0x260;
+    /// Offset of S_IBC2S6: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 6 of 8.)
+    pub const S_IBC2S6: u32 = 0x2a0;
+    /// Offset of S_IBC2S7: Constant slot i: Adam 1/√(1 − β2ᵗ), binary32 (instance 7 of 8.)
+    pub const S_IBC2S7: u32 = 0x2e0;
+    /// Offset of S_EPS0: Constant slot i: Adam ε, binary32 (instance 0 of 8.)
+    pub const S_EPS0: u32 = 0x124;
+    /// Offset of S_EPS1: Constant slot i: Adam ε, binary32 (instance 1 of 8.)
+    pub const S_EPS1: u32 = 0x164;
+    /// Offset of S_EPS2: Constant slot i: Adam ε, binary32 (instance 2 of 8.)
+    pub const S_EPS2: u32 = 0x1a4;
+    /// Offset of S_EPS3: Constant slot i: Adam ε, binary32 (instance 3 of 8.)
+    pub const S_EPS3: u32 = 0x1e4;
+    /// Offset of S_EPS4: Constant slot i: Adam ε, binary32 (instance 4 of 8.)
+    pub const S_EPS4: u32 = 0x224;
+    /// Offset of S_EPS5: Constant slot i: Adam ε, binary32 (instance 5 of 8.)
+    pub const S_EPS5: u32 = 0x264;
+    /// Offset of S_EPS6: Constant slot i: Adam ε, binary32 (instance 6 of 8.)
+    pub const S_EPS6: u32 = 0x2a4;
+    /// Offset of S_EPS7: Constant slot i: Adam ε, binary32 (instance 7 of 8.)
+    pub const S_EPS7: u32 = 0x2e4;
+    /// Offset of S_NEG_RATE0: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 0 of 8.)
+    pub const S_NEG_RATE0: u32 = 0x128;
+    /// Offset of S_NEG_RATE1: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 1 of 8.)
+    pub const S_NEG_RATE1: u32 = 0x168;
+    /// Offset of S_NEG_RATE2: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 2 of 8.)
+    pub const S_NEG_RATE2: u32 = 0x1a8;
+    /// Offset of S_NEG_RATE3: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 3 of 8.)
+    pub const S_NEG_RATE3: u32 = 0x1e8;
+    /// Offset of S_NEG_RATE4: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 4 of 8.)
+    pub const S_NEG_RATE4: u32 = 0x228;
+    /// Offset of S_NEG_RATE5: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 5 of 8.)
+    pub const S_NEG_RATE5: u32 = 0x268;
+    /// Offset of S_NEG_RATE6: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 6 of 8.)
+    pub const S_NEG_RATE6: u32 = 0x2a8;
+    /// Offset of S_NEG_RATE7: Constant slot i: −lr (SGD) or −lr/(1 − β1ᵗ) (Adam), binary32 (instance 7 of 8.)
+    pub const S_NEG_RATE7: u32 = 0x2e8;
+    /// Offset of L_W_BASE0: Layer i: Byte address of w in the store, on a store beat (instance 0 of 16.)
+    pub const L_W_BASE0: u32 = 0x400;
+    /// Offset of L_W_BASE1: Layer i: Byte address of w in the store, on a store beat (instance 1 of 16.)
+    pub const L_W_BASE1: u32 = 0x440;
+    /// Offset of L_W_BASE2: Layer i: Byte address of w in the store, on a store beat (instance 2 of 16.)
+    pub const L_W_BASE2: u32 = 0x480;
+    /// Offset of L_W_BASE3: Layer i: Byte address of w in the store, on a store beat (instance 3 of 16.)
+    pub const L_W_BASE3: u32 = 0x4c0;
+    /// Offset of L_W_BASE4: Layer i: Byte address of w in the store, on a store beat (instance 4 of 16.)
+    pub const L_W_BASE4: u32 = 0x500;
+    /// Offset of L_W_BASE5: Layer i: Byte address of w in the store, on a store beat (instance 5 of 16.)
+    pub const L_W_BASE5: u32 = 0x540;
+    /// Offset of L_W_BASE6: Layer i: Byte address of w in the store, on a store beat (instance 6 of 16.)
+    pub const L_W_BASE6: u32 = 0x580;
+    /// Offset of L_W_BASE7: Layer i: Byte address of w in the store, on a store beat (instance 7 of 16.)
+    pub const L_W_BASE7: u32 = 0x5c0;
+    /// Offset of L_W_BASE8: Layer i: Byte address of w in the store, on a store beat (instance 8 of 16.)
+    pub const L_W_BASE8: u32 = 0x600;
+    /// Offset of L_W_BASE9: Layer i: Byte address of w in the store, on a store beat (instance 9 of 16.)
+    pub const L_W_BASE9: u32 = 0x640;
+    /// Offset of L_W_BASE10: Layer i: Byte address of w in the store, on a store beat (instance 10 of 16.)
+    pub const L_W_BASE10: u32 = 0x680;
+    /// Offset of L_W_BASE11: Layer i: Byte address of w in the store, on a store beat (instance 11 of 16.)
+    pub const L_W_BASE11: u32 = 0x6c0;
+    /// Offset of L_W_BASE12: Layer i: Byte address of w in the store, on a store beat (instance 12 of 16.)
+    pub const L_W_BASE12: u32 = 0x700;
+    /// Offset of L_W_BASE13: Layer i: Byte address of w in the store, on a store beat (instance 13 of 16.)
+    pub const L_W_BASE13: u32 = 0x740;
+    /// Offset of L_W_BASE14: Layer i: Byte address of w in the store, on a store beat (instance 14 of 16.)
+    pub const L_W_BASE14: u32 = 0x780;
+    /// Offset of L_W_BASE15: Layer i: Byte address of w in the store, on a store beat (instance 15 of 16.)
+    pub const L_W_BASE15: u32 = 0x7c0;
+    /// Offset of L_M_BASE0: Layer i: Byte address of m (momentum or Adam m) (instance 0 of 16.)
+    pub const L_M_BASE0: u32 = 0x404;
+    /// Offset of L_M_BASE1: Layer i: Byte address of m (momentum or Adam m) (instance 1 of 16.)
+    pub const L_M_BASE1: u32 = 0x444;
+    /// Offset of L_M_BASE2: Layer i: Byte address of m (momentum or Adam m) (instance 2 of 16.)
+    pub const L_M_BASE2: u32 = 0x484;
+    /// Offset of L_M_BASE3: Layer i: Byte address of m (momentum or Adam m) (instance 3 of 16.)
+    pub const L_M_BASE3: u32 = 0x4c4;
+    /// Offset of L_M_BASE4: Layer i: Byte address of m (momentum or Adam m) (instance 4 of 16.)
+    pub const L_M_BASE4: u32 = 0x504;
+    /// Offset of L_M_BASE5: Layer i: Byte address of m (momentum or Adam m) (instance 5 of 16.)
+    pub const L_M_BASE5: u32 = 0x544;
+    /// Offset of L_M_BASE6: Layer i: Byte address of m (momentum or Adam m) (instance 6 of 16.)
+    pub const L_M_BASE6: u32 = 0x584;
+    /// Offset of L_M_BASE7: Layer i: Byte address of m (momentum or Adam m) (instance 7 of 16.)
+    pub const L_M_BASE7: u32 = 0x5c4;
+    /// Offset of L_M_BASE8: Layer i: Byte address of m (momentum or Adam m) (instance 8 of 16.)
+    pub const L_M_BASE8: u32 = 0x604;
+    /// Offset of L_M_BASE9: Layer i: Byte address of m (momentum or Adam m) (instance 9 of 16.)
+    pub const L_M_BASE9: u32 = 0x644;
+    /// Offset of L_M_BASE10: Layer i: Byte address of m (momentum or Adam m) (instance 10 of 16.)
+    pub const L_M_BASE10: u32 = 0x684;
+    /// Offset of L_M_BASE11: Layer i: Byte address of m (momentum or Adam m) (instance 11 of 16.)
+    pub const L_M_BASE11: u32 = 0x6c4;
+    /// Offset of L_M_BASE12: Layer i: Byte address of m (momentum or Adam m) (instance 12 of 16.)
+    pub const L_M_BASE12: u32 = 0x704;
+    /// Offset of L_M_BASE13: Layer i: Byte address of m (momentum or Adam m) (instance 13 of 16.)
+    pub const L_M_BASE13: u32 = 0x744;
+    /// Offset of L_M_BASE14: Layer i: Byte address of m (momentum or Adam m) (instance 14 of 16.)
+    pub const L_M_BASE14: u32 = 0x784;
+    /// Offset of L_M_BASE15: Layer i: Byte address of m (momentum or Adam m) (instance 15 of 16.)
+    pub const L_M_BASE15: u32 = 0x7c4;
+    /// Offset of L_V_BASE0: Layer i: Byte address of v (Adam) (instance 0 of 16.)
+    pub const L_V_BASE0: u32 = 0x408;
+    /// Offset of L_V_BASE1: Layer i: Byte address of v (Adam) (instance 1 of 16.)
+    pub const L_V_BASE1: u32 = 0x448;
+    /// Offset of L_V_BASE2: Layer i: Byte address of v (Adam) (instance 2 of 16.)
+    pub const L_V_BASE2: u32 = 0x488;
+    /// Offset of L_V_BASE3: Layer i: Byte address of v (Adam) (instance 3 of 16.)
+    pub const L_V_BASE3: u32 = 0x4c8;
+    /// Offset of L_V_BASE4: Layer i: Byte address of v (Adam) (instance 4 of 16.)
+    pub const L_V_BASE4: u32 = 0x508;
+    /// Offset of L_V_BASE5: Layer i: Byte address of v (Adam) (instance 5 of 16.)
+    pub const L_V_BASE5: u32 = 0x548;
+    /// Offset of L_V_BASE6: Layer i: Byte address of v (Adam) (instance 6 of 16.)
+    pub const L_V_BASE6: u32 = 0x588;
+    /// Offset of L_V_BASE7: Layer i: Byte address of v (Adam) (instance 7 of 16.)
+    pub const L_V_BASE7: u32 = 0x5c8;
+    /// Offset of L_V_BASE8: Layer i: Byte address of v (Adam) (instance 8 of 16.)
+    pub const L_V_BASE8: u32 = 0x608;
+    /// Offset of L_V_BASE9: Layer i: Byte address of v (Adam) (instance 9 of 16.)
+    pub const L_V_BASE9: u32 = 0x648;
+    /// Offset of L_V_BASE10: Layer i: Byte address of v (Adam) (instance 10 of 16.)
+    pub const L_V_BASE10: u32 = 0x688;
+    /// Offset of L_V_BASE11: Layer i: Byte address of v (Adam) (instance 11 of 16.)
+    pub const L_V_BASE11: u32 = 0x6c8;
+    /// Offset of L_V_BASE12: Layer i: Byte address of v (Adam) (instance 12 of 16.)
+    pub const L_V_BASE12: u32 = 0x708;
+    /// Offset of L_V_BASE13: Layer i: Byte address of v (Adam) (instance 13 of 16.)
+    pub const L_V_BASE13: u32 = 0x748;
+    /// Offset of L_V_BASE14: Layer i: Byte address of v (Adam) (instance 14 of 16.)
+    pub const L_V_BASE14: u32 = 0x788;
+    /// Offset of L_V_BASE15: Layer i: Byte address of v (Adam) (instance 15 of 16.)
+    pub const L_V_BASE15: u32 = 0x7c8;
+    /// Offset of L_VMAX_BASE0: Layer i: Byte address of vmax (amsgrad) (instance 0 of 16.)
+    pub const L_VMAX_BASE0: u32 = 0x40c;
+    /// Offset of L_VMAX_BASE1: Layer i: Byte address of vmax (amsgrad) (instance 1 of 16.)
+    pub const L_VMAX_BASE1: u32 = 0x44c;
+    /// Offset of L_VMAX_BASE2: Layer i: Byte address of vmax (amsgrad) (instance 2 of 16.)
+    pub const L_VMAX_BASE2: u32 = 0x48c;
+    /// Offset of L_VMAX_BASE3: Layer i: Byte address of vmax (amsgrad) (instance 3 of 16.)
+    pub const L_VMAX_BASE3: u32 = 0x4cc;
+    /// Offset of L_VMAX_BASE4: Layer i: Byte address of vmax (amsgrad) (instance 4 of 16.)
+    pub const L_VMAX_BASE4: u32 = 0x50c;
+    /// Offset of L_VMAX_BASE5: Layer i: Byte address of vmax (amsgrad) (instance 5 of 16.)
+    pub const L_VMAX_BASE5: u32 = 0x54c;
+    /// Offset of L_VMAX_BASE6: Layer i: Byte address of vmax (amsgrad) (instance 6 of 16.)
+    pub const L_VMAX_BASE6: u32 = 0x58c;
+    /// Offset of L_VMAX_BASE7: Layer i: Byte address of vmax (amsgrad) (instance 7 of 16.)
+    pub const L_VMAX_BASE7: u32 = 0x5cc;
+    /// Offset of L_VMAX_BASE8: Layer i: Byte address of vmax (amsgrad) (instance 8 of 16.)
+    pub const L_VMAX_BASE8: u32 = 0x60c;
+    /// Offset of L_VMAX_BASE9: Layer i: Byte address of vmax (amsgrad) (instance 9 of 16.)
+    pub const L_VMAX_BASE9: u32 = 0x64c;
+    /// Offset of L_VMAX_BASE10: Layer i: Byte address of vmax (amsgrad) (instance 10 of 16.)
+    pub const L_VMAX_BASE10: u32 = 0x68c;
+    /// Offset of L_VMAX_BASE11: Layer i: Byte address of vmax (amsgrad) (instance 11 of 16.)
+    pub const L_VMAX_BASE11: u32 = 0x6cc;
+    /// Offset of L_VMAX_BASE12: Layer i: Byte address of vmax (amsgrad) (instance 12 of 16.)
+    pub const L_VMAX_BASE12: u32 = 0x70c;
+    /// Offset of L_VMAX_BASE13: Layer i: Byte address of vmax (amsgrad) (instance 13 of 16.)
+    pub const L_VMAX_BASE13: u32 = 0x74c;
+    /// Offset of L_VMAX_BASE14: Layer i: Byte address of vmax (amsgrad) (instance 14 of 16.)
+    pub const L_VMAX_BASE14: u32 = 0x78c;
+    /// Offset of L_VMAX_BASE15: Layer i: Byte address of vmax (amsgrad) (instance 15 of 16.)
+    pub const L_VMAX_BASE15: u32 = 0x7cc;
+    /// Offset of L_LEN0: Layer i: Parameters of the layer (instance 0 of 16.)
+    pub const L_LEN0: u32 = 0x410;
+    /// Offset of L_LEN1: Layer i: Parameters of the layer (instance 1 of 16.)
+    pub const L_LEN1: u32 = 0x450;
+    /// Offset of L_LEN2: Layer i: Parameters of the layer (instance 2 of 16.)
+    pub const L_LEN2: u32 = 0x490;
+    /// Offset of L_LEN3: Layer i: Parameters of the layer (instance 3 of 16.)
+    pub const L_LEN3: u32 = 0x4d0;
+    /// Offset of L_LEN4: Layer i: Parameters of the layer (instance 4 of 16.)
+    pub const L_LEN4: u32 = 0x510;
+    /// Offset of L_LEN5: Layer i: Parameters of the layer (instance 5 of 16.)
+    pub const L_LEN5: u32 = 0x550;
+    /// Offset of L_LEN6: Layer i: Parameters of the layer (instance 6 of 16.)
+    pub const L_LEN6: u32 = 0x590;
+    /// Offset of L_LEN7: Layer i: Parameters of the layer (instance 7 of 16.)
+    pub const L_LEN7: u32 = 0x5d0;
+    /// Offset of L_LEN8: Layer i: Parameters of the layer (instance 8 of 16.)
+    pub const L_LEN8: u32 = 0x610;
+    /// Offset of L_LEN9: Layer i: Parameters of the layer (instance 9 of 16.)
+    pub const L_LEN9: u32 = 0x650;
+    /// Offset of L_LEN10: Layer i: Parameters of the layer (instance 10 of 16.)
+    pub const L_LEN10: u32 = 0x690;
+    /// Offset of L_LEN11: Layer i: Parameters of the layer (instance 11 of 16.)
+    pub const L_LEN11: u32 = 0x6d0;
+    /// Offset of L_LEN12: Layer i: Parameters of the layer (instance 12 of 16.)
+    pub const L_LEN12: u32 = 0x710;
+    /// Offset of L_LEN13: Layer i: Parameters of the layer (instance 13 of 16.)
+    pub const L_LEN13: u32 = 0x750;
+    /// Offset of L_LEN14: Layer i: Parameters of the layer (instance 14 of 16.)
+    pub const L_LEN14: u32 = 0x790;
+    /// Offset of L_LEN15: Layer i: Parameters of the layer (instance 15 of 16.)
+    pub const L_LEN15: u32 = 0x7d0;
+    /// Offset of L_CHUNK0: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 0 of 16.)
+    pub const L_CHUNK0: u32 = 0x414;
+    /// Offset of L_CHUNK1: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 1 of 16.)
+    pub const L_CHUNK1: u32 = 0x454;
+    /// Offset of L_CHUNK2: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 2 of 16.)
+    pub const L_CHUNK2: u32 = 0x494;
+    /// Offset of L_CHUNK3: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 3 of 16.)
+    pub const L_CHUNK3: u32 = 0x4d4;
+    /// Offset of L_CHUNK4: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 4 of 16.)
+    pub const L_CHUNK4: u32 = 0x514;
+    /// Offset of L_CHUNK5: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 5 of 16.)
+    pub const L_CHUNK5: u32 = 0x554;
+    /// Offset of L_CHUNK6: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 6 of 16.)
+    pub const L_CHUNK6: u32 = 0x594;
+    /// Offset of L_CHUNK7: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 7 of 16.)
+    pub const L_CHUNK7: u32 = 0x5d4;
+    /// Offset of L_CHUNK8: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 8 of 16.)
+    pub const L_CHUNK8: u32 = 0x614;
+    /// Offset of L_CHUNK9: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 9 of 16.)
+    pub const L_CHUNK9: u32 = 0x654;
+    /// Offset of L_CHUNK10: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 10 of 16.)
+    pub const L_CHUNK10: u32 = 0x694;
+    /// Offset of L_CHUNK11: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 11 of 16.)
+    pub const L_CHUNK11: u32 = 0x6d4;
+    /// Offset of L_CHUNK12: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 12 of 16.)
+    pub const L_CHUNK12: u32 = 0x714;
+    /// Offset of L_CHUNK13: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 13 of 16.)
+    pub const L_CHUNK13: u32 = 0x754;
+    /// Offset of L_CHUNK14: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 14 of 16.)
+    pub const L_CHUNK14: u32 = 0x794;
+    /// Offset of L_CHUNK15: Layer i: parameters per chunk, a multiple of CONFIG.beat_words (instance 15 of 16.)
+    pub const L_CHUNK15: u32 = 0x7d4;
+    /// Offset of L_MODE0: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 0 of 16.)
+    pub const L_MODE0: u32 = 0x418;
+    /// Offset of L_MODE1: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 1 of 16.)
+    pub const L_MODE1: u32 = 0x458;
+    /// Offset of L_MODE2: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 2 of 16.)
+    pub const L_MODE2: u32 = 0x498;
+    /// Offset of L_MODE3: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 3 of 16.)
+    pub const L_MODE3: u32 = 0x4d8;
+    /// Offset of L_MODE4: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 4 of 16.)
+    pub const L_MODE4: u32 = 0x518;
+    /// Offset of L_MODE5: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 5 of 16.)
+    pub const L_MODE5: u32 = 0x558;
+    /// Offset of L_MODE6: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 6 of 16.)
+    pub const L_MODE6: u32 = 0x598;
+    /// Offset of L_MODE7: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 7 of 16.)
+    pub const L_MODE7: u32 = 0x5d8;
+    /// Offset of L_MODE8: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 8 of 16.)
+    pub const L_MODE8: u32 = 0x618;
+    /// Offset of L_MODE9: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 9 of 16.)
+    pub const L_MODE9: u32 = 0x658;
+    /// Offset of L_MODE10: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 10 of 16.)
+    pub const L_MODE10: u32 = 0x698;
+    /// Offset of L_MODE11: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 11 of 16.)
+    pub const L_MODE11: u32 = 0x6d8;
+    /// Offset of L_MODE12: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 12 of 16.)
+    pub const L_MODE12: u32 = 0x718;
+    /// Offset of L_MODE13: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 13 of 16.)
+    pub const L_MODE13: u32 = 0x758;
+    /// Offset of L_MODE14: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 14 of 16.)
+    pub const L_MODE14: u32 = 0x798;
+    /// Offset of L_MODE15: Layer i: optimizer (0 SGD, 1 SGD momentum, 2 Adam, 3 AdamW, 4 Adam amsgrad, 5 AdamW amsgrad) and weight-flit dtype (0 fp32, 1 bf16) (instance 15 of 16.)
+    pub const L_MODE15: u32 = 0x7d8;
+    /// Offset of L_STEP0: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 0 of 16.)
+    pub const L_STEP0: u32 = 0x41c;
+    /// Offset of L_STEP1: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 1 of 16.)
+    pub const L_STEP1: u32 = 0x45c;
+    /// Offset of L_STEP2: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 2 of 16.)
+    pub const L_STEP2: u32 = 0x49c;
+    /// Offset of L_STEP3: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 3 of 16.)
+    pub const L_STEP3: u32 = 0x4dc;
+    /// Offset of L_STEP4: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 4 of 16.)
+    pub const L_STEP4: u32 = 0x51c;
+    /// Offset of L_STEP5: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 5 of 16.)
+    pub const L_STEP5: u32 = 0x55c;
+    /// Offset of L_STEP6: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 6 of 16.)
+    pub const L_STEP6: u32 = 0x59c;
+    /// Offset of L_STEP7: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 7 of 16.)
+    pub const L_STEP7: u32 = 0x5dc;
+    /// Offset of L_STEP8: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 8 of 16.)
+    pub const L_STEP8: u32 = 0x61c;
+    /// Offset of L_STEP9: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 9 of 16.)
+    pub const L_STEP9: u32 = 0x65c;
+    /// Offset of L_STEP10: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 10 of 16.)
+    pub const L_STEP10: u32 = 0x69c;
+    /// Offset of L_STEP11: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 11 of 16.)
+    pub const L_STEP11: u32 = 0x6dc;
+    /// Offset of L_STEP12: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 12 of 16.)
+    pub const L_STEP12: u32 = 0x71c;
+    /// Offset of L_STEP13: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 13 of 16.)
+    pub const L_STEP13: u32 = 0x75c;
+    /// Offset of L_STEP14: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 14 of 16.)
+    pub const L_STEP14: u32 = 0x79c;
+    /// Offset of L_STEP15: Layer i: the step of the gradients it takes and its constant slot; writable while enabled (instance 15 of 16.)
+    pub const L_STEP15: u32 = 0x7dc;
+    /// Offset of L_STATUS0: Layer i: state and last refusal (instance 0 of 16.)
+    pub const L_STATUS0: u32 = 0x420;
+    /// Offset of L_STATUS1: Layer i: state and last refusal (instance 1 of 16.)
+    pub const L_STATUS1: u32 = 0x460;
+    /// Offset of L_STATUS2: Layer i: state and last refusal (instance 2 of 16.)
+    pub const L_STATUS2: u32 = 0x4a0;
+    /// Offset of L_STATUS3: Layer i: state and last refusal (instance 3 of 16.)
+    pub const L_STATUS3: u32 = 0x4e0;
+    /// Offset of L_STATUS4: Layer i: state and last refusal (instance 4 of 16.)
+    pub const L_STATUS4: u32 = 0x520;
+    /// Offset of L_STATUS5: Layer i: state and last refusal (instance 5 of 16.)
+    pub const L_STATUS5: u32 = 0x560;
+    /// Offset of L_STATUS6: Layer i: state and last refusal (instance 6 of 16.)
+    pub const L_STATUS6: u32 = 0x5a0;
+    /// Offset of L_STATUS7: Layer i: state and last refusal (instance 7 of 16.)
+    pub const L_STATUS7: u32 = 0x5e0;
+    /// Offset of L_STATUS8: Layer i: state and last refusal (instance 8 of 16.)
+    pub const L_STATUS8: u32 = 0x620;
+    /// Offset of L_STATUS9: Layer i: state and last refusal (instance 9 of 16.)
+    pub const L_STATUS9: u32 = 0x660;
+    /// Offset of L_STATUS10: Layer i: state and last refusal (instance 10 of 16.)
+    pub const L_STATUS10: u32 = 0x6a0;
+    /// Offset of L_STATUS11: Layer i: state and last refusal (instance 11 of 16.)
+    pub const L_STATUS11: u32 = 0x6e0;
+    /// Offset of L_STATUS12: Layer i: state and last refusal (instance 12 of 16.)
+    pub const L_STATUS12: u32 = 0x720;
+    /// Offset of L_STATUS13: Layer i: state and last refusal (instance 13 of 16.)
+    pub const L_STATUS13: u32 = 0x760;
+    /// Offset of L_STATUS14: Layer i: state and last refusal (instance 14 of 16.)
+    pub const L_STATUS14: u32 = 0x7a0;
+    /// Offset of L_STATUS15: Layer i: state and last refusal (instance 15 of 16.)
+    pub const L_STATUS15: u32 = 0x7e0;
+    /// Offset of L_DONE0: Layer i: update chunks retired since STEP was written (instance 0 of 16.)
+    pub const L_DONE0: u32 = 0x424;
+    /// Offset of L_DONE1: Layer i: update chunks retired since STEP was written (instance 1 of 16.)
+    pub const L_DONE1: u32 = 0x464;
+    /// Offset of L_DONE2: Layer i: update chunks retired since STEP was written (instance 2 of 16.)
+    pub const L_DONE2: u32 = 0x4a4;
+    /// Offset of L_DONE3: Layer i: update chunks retired since STEP was written (instance 3 of 16.)
+    pub const L_DONE3: u32 = 0x4e4;
+    /// Offset of L_DONE4: Layer i: update chunks retired since STEP was written (instance 4 of 16.)
+    pub const L_DONE4: u32 = 0x524;
+    /// Offset of L_DONE5: Layer i: update chunks retired since STEP was written (instance 5 of 16.)
+    pub const L_DONE5: u32 = 0x564;
+    /// Offset of L_DONE6: Layer i: update chunks retired since STEP was written (instance 6 of 16.)
+    pub const L_DONE6: u32 = 0x5a4;
+    /// Offset of L_DONE7: Layer i: update chunks retired since STEP was written (instance 7 of 16.)
+    pub const L_DONE7: u32 = 0x5e4;
+    /// Offset of L_DONE8: Layer i: update chunks retired since STEP was written (instance 8 of 16.)
+    pub const L_DONE8: u32 = 0x624;
+    /// Offset of L_DONE9: Layer i: update chunks retired since STEP was written (instance 9 of 16.)
+    pub const L_DONE9: u32 = 0x664;
+    /// Offset of L_DONE10: Layer i: update chunks retired since STEP was written (instance 10 of 16.)
+    pub const L_DONE10: u32 = 0x6a4;
+    /// Offset of L_DONE11: Layer i: update chunks retired since STEP was written (instance 11 of 16.)
+    pub const L_DONE11: u32 = 0x6e4;
+    /// Offset of L_DONE12: Layer i: update chunks retired since STEP was written (instance 12 of 16.)
+    pub const L_DONE12: u32 = 0x724;
+    /// Offset of L_DONE13: Layer i: update chunks retired since STEP was written (instance 13 of 16.)
+    pub const L_DONE13: u32 = 0x764;
+    /// Offset of L_DONE14: Layer i: update chunks retired since STEP was written (instance 14 of 16.)
+    pub const L_DONE14: u32 = 0x7a4;
+    /// Offset of L_DONE15: Layer i: update chunks retired since STEP was written (instance 15 of 16.)
+    pub const L_DONE15: u32 = 0x7e4;
+    /// Fields of CONFIG.
+    pub mod config {
+        use super::Field;
+        /// `lanes` field (ro, bits 7:0).
+        pub const LANES: Field = Field { shift: 0, width: 8 };
+        /// 32-bit words per store beat. (ro, bits 15:8).
+        pub const BEAT_WORDS: Field = Field { shift: 8, width: 8 };
+        /// `max_layers` field (ro, bits 23:16).
+        pub const MAX_LAYERS: Field = Field { shift: 16, width: 8 };
+        /// `num_slots` field (ro, bits 31:24).
+        pub const NUM_SLOTS: Field = Field { shift: 24, width: 8 };
+    }
+    /// Fields of STORE_BYTES.
+    pub mod store_bytes {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CTRL.
+    pub mod ctrl {
+        use super::Field;
+        /// Emit one trace record per retired chunk. (rw, bits 0:0).
+        pub const TRACE_EN: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of STATUS.
+    pub mod status {
+        use super::Field;
+        /// `cmd_busy` field (ro, bits 0:0).
+        pub const CMD_BUSY: Field = Field { shift: 0, width: 1 };
+        /// Chunks in flight. (ro, bits 1:1).
+        pub const ACTIVE: Field = Field { shift: 1, width: 1 };
+        /// `streaming` field (ro, bits 2:2).
+        pub const STREAMING: Field = Field { shift: 2, width: 1 };
+        /// `inflight` field (ro, bits 15:8).
+        pub const INFLIGHT: Field = Field { shift: 8, width: 8 };
+        /// `desc_depth` field (ro, bits 23:16).
+        pub const DESC_DEPTH: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of CMD.
+    pub mod cmd {
+        use super::Field;
+        /// `op` field (wo, bits 3:0).
+        pub const OP: Field = Field { shift: 0, width: 4 };
+        /// `layer` field (wo, bits 15:4).
+        pub const LAYER: Field = Field { shift: 4, width: 12 };
+    }
+    /// Fields of ERR.
+    pub mod err {
+        use super::Field;
+        /// `code` field (ro, bits 7:0).
+        pub const CODE: Field = Field { shift: 0, width: 8 };
+        /// `layer` field (ro, bits 19:8).
+        pub const LAYER: Field = Field { shift: 8, width: 12 };
+    }
+    /// Fields of ERR_INFO.
+    pub mod err_info {
+        use super::Field;
+        /// `chunk` field (ro, bits 15:0).
+        pub const CHUNK: Field = Field { shift: 0, width: 16 };
+        /// `step` field (ro, bits 31:16).
+        pub const STEP: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of ERR_COUNT.
+    pub mod err_count {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TS_LO.
+    pub mod ts_lo {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of TS_HI.
+    pub mod ts_hi {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT0.
+    pub mod cnt0 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT1.
+    pub mod cnt1 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT2.
+    pub mod cnt2 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT3.
+    pub mod cnt3 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT4.
+    pub mod cnt4 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT5.
+    pub mod cnt5 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT6.
+    pub mod cnt6 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT7.
+    pub mod cnt7 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT8.
+    pub mod cnt8 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT9.
+    pub mod cnt9 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT10.
+    pub mod cnt10 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CNT11.
+    pub mod cnt11 {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_FLAGS0.
+    pub mod s_flags0 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS1.
+    pub mod s_flags1 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS2.
+    pub mod s_flags2 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS3.
+    pub mod s_flags3 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS4.
+    pub mod s_flags4 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS5.
+    pub mod s_flags5 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS6.
+    pub mod s_flags6 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_FLAGS7.
+    pub mod s_flags7 {
+        use super::Field;
+        /// `flags` field (rw, bits 5:0).
+        pub const FLAGS: Field = Field { shift: 0, width: 6 };
+    }
+    /// Fields of S_GSCALE0.
+    pub mod s_gscale0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE1.
+    pub mod s_gscale1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE2.
+    pub mod s_gscale2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE3.
+    pub mod s_gscale3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE4.
+    pub mod s_gscale4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE5.
+    pub mod s_gscale5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE6.
+    pub mod s_gscale6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_GSCALE7.
+    pub mod s_gscale7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD0.
+    pub mod s_wd0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD1.
+    pub mod s_wd1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD2.
+    pub mod s_wd2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD3.
+    pub mod s_wd3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD4.
+    pub mod s_wd4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD5.
+    pub mod s_wd5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD6.
+    pub mod s_wd6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_WD7.
+    pub mod s_wd7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY0.
+    pub mod s_decay0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY1.
+    pub mod s_decay1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY2.
+    pub mod s_decay2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY3.
+    pub mod s_decay3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY4.
+    pub mod s_decay4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY5.
+    pub mod s_decay5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY6.
+    pub mod s_decay6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_DECAY7.
+    pub mod s_decay7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_0.
+    pub mod s_k1_0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_1.
+    pub mod s_k1_1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_2.
+    pub mod s_k1_2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_3.
+    pub mod s_k1_3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_4.
+    pub mod s_k1_4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_5.
+    pub mod s_k1_5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_6.
+    pub mod s_k1_6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K1_7.
+    pub mod s_k1_7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_0.
+    pub mod s_k2_0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_1.
+    pub mod s_k2_1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_2.
+    pub mod s_k2_2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_3.
+    pub mod s_k2_3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_4.
+    pub mod s_k2_4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_5.
+    pub mod s_k2_5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_6.
+    pub mod s_k2_6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_K2_7.
+    pub mod s_k2_7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_0.
+    pub mod s_beta2_0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_1.
+    pub mod s_beta2_1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_2.
+    pub mod s_beta2_2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_3.
+    pub mod s_beta2_3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_4.
+    pub mod s_beta2_4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_5.
+    pub mod s_beta2_5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_6.
+    pub mod s_beta2_6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_BETA2_7.
+    pub mod s_beta2_7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_0.
+    pub mod s_c2_0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_1.
+    pub mod s_c2_1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_2.
+    pub mod s_c2_2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_3.
+    pub mod s_c2_3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_4.
+    pub mod s_c2_4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_5.
+    pub mod s_c2_5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_6.
+    pub mod s_c2_6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_C2_7.
+    pub mod s_c2_7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S0.
+    pub mod s_ibc2s0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S1.
+    pub mod s_ibc2s1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S2.
+    pub mod s_ibc2s2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S3.
+    pub mod s_ibc2s3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S4.
+    pub mod s_ibc2s4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S5.
+    pub mod s_ibc2s5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S6.
+    pub mod s_ibc2s6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_IBC2S7.
+    pub mod s_ibc2s7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS0.
+    pub mod s_eps0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS1.
+    pub mod s_eps1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS2.
+    pub mod s_eps2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS3.
+    pub mod s_eps3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS4.
+    pub mod s_eps4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS5.
+    pub mod s_eps5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS6.
+    pub mod s_eps6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_EPS7.
+    pub mod s_eps7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE0.
+    pub mod s_neg_rate0 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE1.
+    pub mod s_neg_rate1 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE2.
+    pub mod s_neg_rate2 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE3.
+    pub mod s_neg_rate3 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE4.
+    pub mod s_neg_rate4 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE5.
+    pub mod s_neg_rate5 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE6.
+    pub mod s_neg_rate6 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of S_NEG_RATE7.
+    pub mod s_neg_rate7 {
+        use super::Field;
+        /// `bits` field (rw, bits 31:0).
+        pub const BITS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE0.
+    pub mod l_w_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE1.
+    pub mod l_w_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE2.
+    pub mod l_w_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE3.
+    pub mod l_w_base3 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE4.
+    pub mod l_w_base4 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE5.
+    pub mod l_w_base5 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE6.
+    pub mod l_w_base6 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE7.
+    pub mod l_w_base7 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE8.
+    pub mod l_w_base8 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE9.
+    pub mod l_w_base9 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE10.
+    pub mod l_w_base10 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE11.
+    pub mod l_w_base11 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE12.
+    pub mod l_w_base12 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE13.
+    pub mod l_w_base13 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE14.
+    pub mod l_w_base14 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_W_BASE15.
+    pub mod l_w_base15 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE0.
+    pub mod l_m_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE1.
+    pub mod l_m_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE2.
+    pub mod l_m_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE3.
+    pub mod l_m_base3 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE4.
+    pub mod l_m_base4 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE5.
+    pub mod l_m_base5 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE6.
+    pub mod l_m_base6 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE7.
+    pub mod l_m_base7 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE8.
+    pub mod l_m_base8 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE9.
+    pub mod l_m_base9 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE10.
+    pub mod l_m_base10 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE11.
+    pub mod l_m_base11 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE12.
+    pub mod l_m_base12 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE13.
+    pub mod l_m_base13 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE14.
+    pub mod l_m_base14 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_M_BASE15.
+    pub mod l_m_base15 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE0.
+    pub mod l_v_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE1.
+    pub mod l_v_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE2.
+    pub mod l_v_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE3.
+    pub mod l_v_base3 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE4.
+    pub mod l_v_base4 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE5.
+    pub mod l_v_base5 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE6.
+    pub mod l_v_base6 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE7.
+    pub mod l_v_base7 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE8.
+    pub mod l_v_base8 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE9.
+    pub mod l_v_base9 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE10.
+    pub mod l_v_base10 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE11.
+    pub mod l_v_base11 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE12.
+    pub mod l_v_base12 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE13.
+    pub mod l_v_base13 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE14.
+    pub mod l_v_base14 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_V_BASE15.
+    pub mod l_v_base15 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE0.
+    pub mod l_vmax_base0 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE1.
+    pub mod l_vmax_base1 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE2.
+    pub mod l_vmax_base2 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE3.
+    pub mod l_vmax_base3 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE4.
+    pub mod l_vmax_base4 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE5.
+    pub mod l_vmax_base5 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE6.
+    pub mod l_vmax_base6 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE7.
+    pub mod l_vmax_base7 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE8.
+    pub mod l_vmax_base8 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE9.
+    pub mod l_vmax_base9 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE10.
+    pub mod l_vmax_base10 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE11.
+    pub mod l_vmax_base11 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE12.
+    pub mod l_vmax_base12 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE13.
+    pub mod l_vmax_base13 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE14.
+    pub mod l_vmax_base14 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_VMAX_BASE15.
+    pub mod l_vmax_base15 {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN0.
+    pub mod l_len0 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN1.
+    pub mod l_len1 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN2.
+    pub mod l_len2 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN3.
+    pub mod l_len3 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN4.
+    pub mod l_len4 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN5.
+    pub mod l_len5 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN6.
+    pub mod l_len6 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN7.
+    pub mod l_len7 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN8.
+    pub mod l_len8 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN9.
+    pub mod l_len9 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN10.
+    pub mod l_len10 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN11.
+    pub mod l_len11 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN12.
+    pub mod l_len12 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN13.
+    pub mod l_len13 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN14.
+    pub mod l_len14 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_LEN15.
+    pub mod l_len15 {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of L_CHUNK0.
+    pub mod l_chunk0 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK1.
+    pub mod l_chunk1 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK2.
+    pub mod l_chunk2 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK3.
+    pub mod l_chunk3 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK4.
+    pub mod l_chunk4 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK5.
+    pub mod l_chunk5 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK6.
+    pub mod l_chunk6 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK7.
+    pub mod l_chunk7 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK8.
+    pub mod l_chunk8 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK9.
+    pub mod l_chunk9 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK10.
+    pub mod l_chunk10 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK11.
+    pub mod l_chunk11 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK12.
+    pub mod l_chunk12 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK13.
+    pub mod l_chunk13 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK14.
+    pub mod l_chunk14 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_CHUNK15.
+    pub mod l_chunk15 {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_MODE0.
+    pub mod l_mode0 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE1.
+    pub mod l_mode1 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE2.
+    pub mod l_mode2 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE3.
+    pub mod l_mode3 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE4.
+    pub mod l_mode4 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE5.
+    pub mod l_mode5 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE6.
+    pub mod l_mode6 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE7.
+    pub mod l_mode7 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE8.
+    pub mod l_mode8 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE9.
+    pub mod l_mode9 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE10.
+    pub mod l_mode10 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE11.
+    pub mod l_mode11 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE12.
+    pub mod l_mode12 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE13.
+    pub mod l_mode13 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE14.
+    pub mod l_mode14 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_MODE15.
+    pub mod l_mode15 {
+        use super::Field;
+        /// `opt` field (rw, bits 3:0).
+        pub const OPT: Field = Field { shift: 0, width: 4 };
+        /// `dtype` field (rw, bits 5:4).
+        pub const DTYPE: Field = Field { shift: 4, width: 2 };
+    }
+    /// Fields of L_STEP0.
+    pub mod l_step0 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP1.
+    pub mod l_step1 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP2.
+    pub mod l_step2 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP3.
+    pub mod l_step3 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP4.
+    pub mod l_step4 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP5.
+    pub mod l_step5 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP6.
+    pub mod l_step6 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP7.
+    pub mod l_step7 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP8.
+    pub mod l_step8 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP9.
+    pub mod l_step9 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP10.
+    pub mod l_step10 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP11.
+    pub mod l_step11 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP12.
+    pub mod l_step12 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP13.
+    pub mod l_step13 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP14.
+    pub mod l_step14 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STEP15.
+    pub mod l_step15 {
+        use super::Field;
+        /// `step` field (rw, bits 15:0).
+        pub const STEP: Field = Field { shift: 0, width: 16 };
+        /// `slot` field (rw, bits 19:16).
+        pub const SLOT: Field = Field { shift: 16, width: 4 };
+    }
+    /// Fields of L_STATUS0.
+    pub mod l_status0 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS1.
+    pub mod l_status1 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS2.
+    pub mod l_status2 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS3.
+    pub mod l_status3 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS4.
+    pub mod l_status4 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS5.
+    pub mod l_status5 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS6.
+    pub mod l_status6 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS7.
+    pub mod l_status7 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS8.
+    pub mod l_status8 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS9.
+    pub mod l_status9 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS10.
+    pub mod l_status10 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS11.
+    pub mod l_status11 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS12.
+    pub mod l_status12 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS13.
+    pub mod l_status13 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS14.
+    pub mod l_status14 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_STATUS15.
+    pub mod l_status15 {
+        use super::Field;
+        /// `enabled` field (ro, bits 0:0).
+        pub const ENABLED: Field = Field { shift: 0, width: 1 };
+        /// `busy` field (ro, bits 1:1).
+        pub const BUSY: Field = Field { shift: 1, width: 1 };
+        /// `pending` field (ro, bits 2:2).
+        pub const PENDING: Field = Field { shift: 2, width: 1 };
+        /// `refusal` field (ro, bits 15:8).
+        pub const REFUSAL: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of L_DONE0.
+    pub mod l_done0 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE1.
+    pub mod l_done1 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE2.
+    pub mod l_done2 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE3.
+    pub mod l_done3 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE4.
+    pub mod l_done4 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE5.
+    pub mod l_done5 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE6.
+    pub mod l_done6 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE7.
+    pub mod l_done7 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE8.
+    pub mod l_done8 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE9.
+    pub mod l_done9 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE10.
+    pub mod l_done10 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE11.
+    pub mod l_done11 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE12.
+    pub mod l_done12 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE13.
+    pub mod l_done13 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE14.
+    pub mod l_done14 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of L_DONE15.
+    pub mod l_done15 {
+        use super::Field;
+        /// `chunks` field (ro, bits 15:0).
+        pub const CHUNKS: Field = Field { shift: 0, width: 16 };
+    }
+}
+
+/// `mxdma` block (hdl/regmap/mxdma.toml): MemoryX data mover (docs/memoryx-soc.md): moves words between a ring in the link engine's DMA RAM and the MemoryX weight store (AXI4), feeds gradient chunks from a ring into the streamer, and sinks the streamer's weight-out flits (discarded and counted, or captured into a ring). Every ring and store address is checked before an operation starts; a refused operation moves nothing.
+pub mod mxdma {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 17;
+    /// Base address.
+    pub const BASE: u32 = 0x20011000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x4d44;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 1;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x4d440100;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of PARAMS: Build parameters.
+    pub const PARAMS: u32 = 0x004;
+    /// Offset of RING_BASE: Byte address of the operation's ring in the link DMA RAM; aligned to RING_LEN.
+    pub const RING_BASE: u32 = 0x008;
+    /// Offset of RING_LEN: Bytes of the ring, a power of two of at least 4; ring addresses wrap inside it.
+    pub const RING_LEN: u32 = 0x00c;
+    /// Offset of RING_OFF: Byte offset in the ring of the operation's first word; word aligned, below RING_LEN.
+    pub const RING_OFF: u32 = 0x010;
+    /// Offset of STORE_ADDR: Byte address in the weight store of the first word (ops 1 and 2); aligned to a store beat.
+    pub const STORE_ADDR: u32 = 0x014;
+    /// Offset of WORDS: Words the operation moves: at least 1, at most RING_LEN / 4, and inside the store.
+    pub const WORDS: u32 = 0x018;
+    /// Offset of GRAD_HDR: Flit header of a gradient feed (op 3): the layer and step every flit carries (ws_common::flit).
+    pub const GRAD_HDR: u32 = 0x01c;
+    /// Offset of GRAD_CHUNK: Chunking of a gradient feed: the words of the feed are cut into chunks of `params` flits (the layer's CHUNK), numbered from `first`; the last chunk may be short.
+    pub const GRAD_CHUNK: u32 = 0x020;
+    /// Offset of CMD: Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD. It is checked first; a refusal sets STATUS.err and moves nothing.
+    pub const CMD: u32 = 0x024;
+    /// Offset of STATUS: State of the current or last operation.
+    pub const STATUS: u32 = 0x028;
+    /// Offset of DONE_WORDS: Words the current or last operation has moved.
+    pub const DONE_WORDS: u32 = 0x02c;
+    /// Offset of OPS: Operations completed since reset.
+    pub const OPS: u32 = 0x030;
+    /// Offset of REFUSED: Operations refused or failed since reset.
+    pub const REFUSED: u32 = 0x034;
+    /// Offset of WOUT_CTRL: Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Turning capture on restarts WOUT_HEAD at 0.
+    pub const WOUT_CTRL: u32 = 0x040;
+    /// Offset of WOUT_BASE: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
+    pub const WOUT_BASE: u32 = 0x044;
+    /// Offset of WOUT_LEN: Bytes of the weight-out ring, a power of two of at least 4.
+    pub const WOUT_LEN: u32 = 0x048;
+    /// Offset of WOUT_LIMIT: Capture may write until WOUT_HEAD equals this byte count (firmware moves it as the ring drains).
+    pub const WOUT_LIMIT: u32 = 0x04c;
+    /// Offset of WOUT_HEAD: Bytes captured since capture turned on.
+    pub const WOUT_HEAD: u32 = 0x050;
+    /// Offset of WOUT_FLITS: Weight flits taken from the streamer since reset.
+    pub const WOUT_FLITS: u32 = 0x054;
+    /// Offset of WOUT_DROPPED: Weight flits discarded (capture off) since reset.
+    pub const WOUT_DROPPED: u32 = 0x058;
+    /// Offset of GRAD_FLITS: Gradient flits fed to the streamer since reset.
+    pub const GRAD_FLITS: u32 = 0x05c;
+    /// Fields of PARAMS.
+    pub mod params {
+        use super::Field;
+        /// 32-bit words per store beat. (ro, bits 7:0).
+        pub const BEAT_WORDS: Field = Field { shift: 0, width: 8 };
+        /// log2 of the weight store's bytes. (ro, bits 15:8).
+        pub const STORE_LOG2: Field = Field { shift: 8, width: 8 };
+        /// log2 of the link DMA RAM's bytes. (ro, bits 23:16).
+        pub const DMA_LOG2: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of RING_BASE.
+    pub mod ring_base {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RING_LEN.
+    pub mod ring_len {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RING_OFF.
+    pub mod ring_off {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of STORE_ADDR.
+    pub mod store_addr {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WORDS.
+    pub mod words {
+        use super::Field;
+        /// `count` field (rw, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of GRAD_HDR.
+    pub mod grad_hdr {
+        use super::Field;
+        /// `layer` field (rw, bits 11:0).
+        pub const LAYER: Field = Field { shift: 0, width: 12 };
+        /// `step` field (rw, bits 31:16).
+        pub const STEP: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of GRAD_CHUNK.
+    pub mod grad_chunk {
+        use super::Field;
+        /// `params` field (rw, bits 15:0).
+        pub const PARAMS: Field = Field { shift: 0, width: 16 };
+        /// `first` field (rw, bits 31:16).
+        pub const FIRST: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of CMD.
+    pub mod cmd {
+        use super::Field;
+        /// `op` field (wo, bits 3:0).
+        pub const OP: Field = Field { shift: 0, width: 4 };
+    }
+    /// Fields of STATUS.
+    pub mod status {
+        use super::Field;
+        /// An operation runs. (ro, bits 0:0).
+        pub const BUSY: Field = Field { shift: 0, width: 1 };
+        /// The last operation started or refused. (ro, bits 7:4).
+        pub const OP: Field = Field { shift: 4, width: 4 };
+        /// 0, or why the last operation was refused or failed: 1 BUSY, 2 BAD_OP, 3 BAD_RING, 4 BAD_STORE, 5 ZERO_WORDS, 6 TOO_LONG, 7 BAD_CHUNK, 8 BUS (an AXI error response). (ro, bits 15:8).
+        pub const ERR: Field = Field { shift: 8, width: 8 };
+    }
+    /// Fields of DONE_WORDS.
+    pub mod done_words {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of OPS.
+    pub mod ops {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of REFUSED.
+    pub mod refused {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WOUT_CTRL.
+    pub mod wout_ctrl {
+        use super::Field;
+        /// `capture` field (rw, bits 0:0).
+        pub const CAPTURE: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of WOUT_BASE.
+    pub mod wout_base {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WOUT_LEN.
+    pub mod wout_len {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WOUT_LIMIT.
+    pub mod wout_limit {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WOUT_HEAD.
+    pub mod wout_head {
+        use super::Field;
+        /// `bytes` field (ro, bits 30:0).
+        pub const BYTES: Field = Field { shift: 0, width: 31 };
+        /// Capture is on (its ring passed the check). (ro, bits 31:31).
+        pub const ON: Field = Field { shift: 31, width: 1 };
+    }
+    /// Fields of WOUT_FLITS.
+    pub mod wout_flits {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WOUT_DROPPED.
+    pub mod wout_dropped {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of GRAD_FLITS.
+    pub mod grad_flits {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+}
+
 /// `swarm` block (hdl/regmap/swarm.toml): SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
 pub mod swarm {
     #[allow(unused_imports)]
@@ -1656,5 +4218,7 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "gpio", slot: 3, id: 0x4750, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1, in_soc: true },
     BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
+    BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: false },
 ];

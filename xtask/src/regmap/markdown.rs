@@ -41,6 +41,9 @@ pub fn reference(m: &RegMap) -> String {
             b.base,
             b.id_word()
         );
+        if let Some(rtl) = &b.info.hand_rtl {
+            let _ = writeln!(s, "Its RTL is written by hand in `{rtl}`; no CSR is generated for it.\n");
+        }
         let _ = writeln!(s, "| offset | register | field | bits | access | reset | description |\n|---|---|---|---|---|---|---|");
         let _ =
             writeln!(s, "| `0x000` | `ID` | | 31:0 | ro | `{:#010x}` | block id and version |", b.id_word());

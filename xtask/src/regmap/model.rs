@@ -69,6 +69,10 @@ pub struct BlockInfo {
     pub id: u16,
     pub version: [u8; 2],
     pub desc: String,
+    /// The block's RTL is written by hand at this path (no CSR is generated); the map still
+    /// generates the Rust constants, the accessors and the reference.
+    #[serde(default)]
+    pub hand_rtl: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -191,9 +195,11 @@ fn expand_arrays(rel: &str, regs: Vec<Reg>) -> Result<Vec<Reg>> {
                     "{rel}: register array {}: count must be 2..=64 and stride a non-zero multiple of 4",
                     r.name
                 );
+                // A name that ends in a digit (K1, BETA2) takes `_` before the index.
+                let sep = if r.name.ends_with(|c: char| c.is_ascii_digit()) { "_" } else { "" };
                 for i in 0..count {
                     out.push(Reg {
-                        name: format!("{}{i}", r.name),
+                        name: format!("{}{sep}{i}", r.name),
                         offset: r.offset + i * stride,
                         desc: format!("{} (instance {i} of {count}.)", r.desc.trim_end_matches('.')),
                         count: None,

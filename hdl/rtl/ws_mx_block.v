@@ -1,0 +1,363 @@
+`default_nettype none
+
+// ws_mx_block: MemoryX as the SoC carries it (docs/memoryx-soc.md). The streamer
+// (ws_mx_streamer, its layer-table registers in slot 16) and the data mover (ws_mx_dma,
+// registers in slot 17) share the weight store through ws_mx_axi_arb. The data mover joins
+// the store and the streamer's gradient and weight-out streams to the link engine's DMA RAM,
+// so weights, state and gradients go between the host and the store without the CPU.
+//
+// The store here is ws_mx_mem_model, the simulation store (docs/memoryx-store.md "The
+// simulation store"): the Verilated board's MemoryX memory. A board with DRAM replaces it with
+// its memory controller on the same AXI4 port (mem_*); nothing else changes.
+//
+// The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
+// link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
+module ws_mx_block #(
+    parameter DATA_WIDTH = 256,       // store beat bits
+    parameter STORE_BYTES = 1 << 20,  // weight store bytes, a power of two
+    parameter DMA_BYTES = 65536,      // link DMA RAM bytes (ext port address width)
+    parameter MEM_LATENCY = 24        // simulation store: AR to first R, cycles
+) (
+    input  wire                         clk,
+    input  wire                         rst,
+
+    input  wire                         mx_reg_req,
+    input  wire                         dma_reg_req,
+    input  wire                         reg_we,
+    input  wire [11:0]                  reg_addr,
+    input  wire [31:0]                  reg_wdata,
+    input  wire [3:0]                   reg_be,
+    output wire [31:0]                  mx_reg_rdata,
+    output wire [31:0]                  dma_reg_rdata,
+
+    output wire                         ext_valid,
+    input  wire                         ext_ready,
+    output wire                         ext_we,
+    output wire [$clog2(DMA_BYTES)-3:0] ext_addr,
+    output wire [31:0]                  ext_wdata,
+    input  wire                         ext_rvalid,
+    input  wire [31:0]                  ext_rdata,
+
+    // The simulation store's sticky AXI-protocol alarm (ws_mx_mem_model err_protocol).
+    output wire                         mem_err_protocol
+);
+
+    // Two AXI masters packed for ws_mx_axi_arb: [0] the streamer, [1] the data mover.
+    wire [2*2-1:0] x_arid;
+    wire [2*32-1:0] x_araddr;
+    wire [2*8-1:0] x_arlen;
+    wire [2*3-1:0] x_arsize;
+    wire [2*2-1:0] x_arburst;
+    wire [1:0] x_arvalid;
+    wire [1:0] x_arready;
+    wire [1:0] x_rvalid;
+    wire [1:0] x_rready;
+    wire [2*2-1:0] x_awid;
+    wire [2*32-1:0] x_awaddr;
+    wire [2*8-1:0] x_awlen;
+    wire [2*3-1:0] x_awsize;
+    wire [2*2-1:0] x_awburst;
+    wire [1:0] x_awvalid;
+    wire [1:0] x_awready;
+    wire [2*DATA_WIDTH-1:0] x_wdata;
+    wire [2*DATA_WIDTH/8-1:0] x_wstrb;
+    wire [1:0] x_wlast;
+    wire [1:0] x_wvalid;
+    wire [1:0] x_wready;
+    wire [1:0] x_bvalid;
+    wire [1:0] x_bready;
+    // Responses, the same wires to both masters (each sees its own valid).
+    wire [1:0] x_rid;
+    wire [DATA_WIDTH-1:0] x_rdata;
+    wire [1:0] x_rresp;
+    wire x_rlast;
+    wire [1:0] x_bid;
+    wire [1:0] x_bresp;
+    // The store's port.
+    wire [2:0] mem_arid;
+    wire [31:0] mem_araddr;
+    wire [7:0] mem_arlen;
+    wire [2:0] mem_arsize;
+    wire [1:0] mem_arburst;
+    wire mem_arvalid;
+    wire mem_arready;
+    wire [2:0] mem_rid;
+    wire [DATA_WIDTH-1:0] mem_rdata;
+    wire [1:0] mem_rresp;
+    wire mem_rlast;
+    wire mem_rvalid;
+    wire mem_rready;
+    wire [2:0] mem_awid;
+    wire [31:0] mem_awaddr;
+    wire [7:0] mem_awlen;
+    wire [2:0] mem_awsize;
+    wire [1:0] mem_awburst;
+    wire mem_awvalid;
+    wire mem_awready;
+    wire [DATA_WIDTH-1:0] mem_wdata;
+    wire [DATA_WIDTH/8-1:0] mem_wstrb;
+    wire mem_wlast;
+    wire mem_wvalid;
+    wire mem_wready;
+    wire [2:0] mem_bid;
+    wire [1:0] mem_bresp;
+    wire mem_bvalid;
+    wire mem_bready;
+
+    wire        grad_valid, grad_ready, grad_keep, grad_last;
+    wire [31:0] grad_data;
+    wire [63:0] grad_user;
+    wire        wout_valid, wout_ready, wout_keep, wout_last;
+    wire [31:0] wout_data;
+    wire [63:0] wout_user;
+    wire         trace_valid;
+    wire [159:0] trace_data;
+    wire [63:0]  trace_user;
+
+    ws_mx_streamer #(
+        .LANES(1),
+        .DATA_WIDTH(DATA_WIDTH),
+        .STORE_BYTES(STORE_BYTES),
+        .MAX_LAYERS(16),
+        .NUM_SLOTS(8)
+    ) streamer_inst (
+        .clk(clk),
+        .rst(rst),
+        .reg_req(mx_reg_req),
+        .reg_we(reg_we),
+        .reg_addr(reg_addr),
+        .reg_wdata(reg_wdata),
+        .reg_be(reg_be),
+        .reg_rdata(mx_reg_rdata),
+        .s_grad_valid(grad_valid),
+        .s_grad_ready(grad_ready),
+        .s_grad_data(grad_data),
+        .s_grad_keep(grad_keep),
+        .s_grad_last(grad_last),
+        .s_grad_user(grad_user),
+        .m_wout_valid(wout_valid),
+        .m_wout_ready(wout_ready),
+        .m_wout_data(wout_data),
+        .m_wout_keep(wout_keep),
+        .m_wout_last(wout_last),
+        .m_wout_user(wout_user),
+        .m_trace_valid(trace_valid),
+        .m_trace_ready(1'b1),
+        .m_trace_data(trace_data),
+        .m_trace_user(trace_user),
+        .m_axi_arid(x_arid[0*2 +: 2]),
+        .m_axi_araddr(x_araddr[0*32 +: 32]),
+        .m_axi_arlen(x_arlen[0*8 +: 8]),
+        .m_axi_arsize(x_arsize[0*3 +: 3]),
+        .m_axi_arburst(x_arburst[0*2 +: 2]),
+        .m_axi_arvalid(x_arvalid[0]),
+        .m_axi_arready(x_arready[0]),
+        .m_axi_rvalid(x_rvalid[0]),
+        .m_axi_rready(x_rready[0]),
+        .m_axi_awid(x_awid[0*2 +: 2]),
+        .m_axi_awaddr(x_awaddr[0*32 +: 32]),
+        .m_axi_awlen(x_awlen[0*8 +: 8]),
+        .m_axi_awsize(x_awsize[0*3 +: 3]),
+        .m_axi_awburst(x_awburst[0*2 +: 2]),
+        .m_axi_awvalid(x_awvalid[0]),
+        .m_axi_awready(x_awready[0]),
+        .m_axi_wdata(x_wdata[0*DATA_WIDTH +: DATA_WIDTH]),
+        .m_axi_wstrb(x_wstrb[0*DATA_WIDTH/8 +: DATA_WIDTH/8]),
+        .m_axi_wlast(x_wlast[0]),
+        .m_axi_wvalid(x_wvalid[0]),
+        .m_axi_wready(x_wready[0]),
+        .m_axi_bvalid(x_bvalid[0]),
+        .m_axi_bready(x_bready[0]),
+        .m_axi_rid(x_rid),
+        .m_axi_rdata(x_rdata),
+        .m_axi_rresp(x_rresp),
+        .m_axi_rlast(x_rlast),
+        .m_axi_bid(x_bid),
+        .m_axi_bresp(x_bresp)
+    );
+
+    ws_mx_dma #(
+        .DATA_WIDTH(DATA_WIDTH),
+        .STORE_BYTES(STORE_BYTES),
+        .DMA_BYTES(DMA_BYTES),
+        .ID_WIDTH(2)
+    ) dma_inst (
+        .clk(clk),
+        .rst(rst),
+        .reg_req(dma_reg_req),
+        .reg_we(reg_we),
+        .reg_addr(reg_addr),
+        .reg_wdata(reg_wdata),
+        .reg_be(reg_be),
+        .reg_rdata(dma_reg_rdata),
+        .ext_valid(ext_valid),
+        .ext_ready(ext_ready),
+        .ext_we(ext_we),
+        .ext_addr(ext_addr),
+        .ext_wdata(ext_wdata),
+        .ext_rvalid(ext_rvalid),
+        .ext_rdata(ext_rdata),
+        .m_axi_arid(x_arid[1*2 +: 2]),
+        .m_axi_araddr(x_araddr[1*32 +: 32]),
+        .m_axi_arlen(x_arlen[1*8 +: 8]),
+        .m_axi_arsize(x_arsize[1*3 +: 3]),
+        .m_axi_arburst(x_arburst[1*2 +: 2]),
+        .m_axi_arvalid(x_arvalid[1]),
+        .m_axi_arready(x_arready[1]),
+        .m_axi_rvalid(x_rvalid[1]),
+        .m_axi_rready(x_rready[1]),
+        .m_axi_awid(x_awid[1*2 +: 2]),
+        .m_axi_awaddr(x_awaddr[1*32 +: 32]),
+        .m_axi_awlen(x_awlen[1*8 +: 8]),
+        .m_axi_awsize(x_awsize[1*3 +: 3]),
+        .m_axi_awburst(x_awburst[1*2 +: 2]),
+        .m_axi_awvalid(x_awvalid[1]),
+        .m_axi_awready(x_awready[1]),
+        .m_axi_wdata(x_wdata[1*DATA_WIDTH +: DATA_WIDTH]),
+        .m_axi_wstrb(x_wstrb[1*DATA_WIDTH/8 +: DATA_WIDTH/8]),
+        .m_axi_wlast(x_wlast[1]),
+        .m_axi_wvalid(x_wvalid[1]),
+        .m_axi_wready(x_wready[1]),
+        .m_axi_bvalid(x_bvalid[1]),
+        .m_axi_bready(x_bready[1]),
+        .m_axi_rid(x_rid),
+        .m_axi_rdata(x_rdata),
+        .m_axi_rresp(x_rresp),
+        .m_axi_rlast(x_rlast),
+        .m_axi_bid(x_bid),
+        .m_axi_bresp(x_bresp),
+        .m_grad_valid(grad_valid),
+        .m_grad_ready(grad_ready),
+        .m_grad_data(grad_data),
+        .m_grad_keep(grad_keep),
+        .m_grad_last(grad_last),
+        .m_grad_user(grad_user),
+        .s_wout_valid(wout_valid),
+        .s_wout_ready(wout_ready),
+        .s_wout_data(wout_data),
+        .s_wout_keep(wout_keep),
+        .s_wout_last(wout_last),
+        .s_wout_user(wout_user)
+    );
+
+    ws_mx_axi_arb #(
+        .DATA_WIDTH(DATA_WIDTH),
+        .ADDR_WIDTH(32),
+        .ID_WIDTH(2)
+    ) arb_inst (
+        .clk(clk),
+        .rst(rst),
+        .s_arid(x_arid),
+        .s_araddr(x_araddr),
+        .s_arlen(x_arlen),
+        .s_arsize(x_arsize),
+        .s_arburst(x_arburst),
+        .s_arvalid(x_arvalid),
+        .s_arready(x_arready),
+        .s_rvalid(x_rvalid),
+        .s_rready(x_rready),
+        .s_awid(x_awid),
+        .s_awaddr(x_awaddr),
+        .s_awlen(x_awlen),
+        .s_awsize(x_awsize),
+        .s_awburst(x_awburst),
+        .s_awvalid(x_awvalid),
+        .s_awready(x_awready),
+        .s_wdata(x_wdata),
+        .s_wstrb(x_wstrb),
+        .s_wlast(x_wlast),
+        .s_wvalid(x_wvalid),
+        .s_wready(x_wready),
+        .s_bvalid(x_bvalid),
+        .s_bready(x_bready),
+        .s_rid(x_rid),
+        .s_rdata(x_rdata),
+        .s_rresp(x_rresp),
+        .s_rlast(x_rlast),
+        .s_bid(x_bid),
+        .s_bresp(x_bresp),
+        .m_arid(mem_arid),
+        .m_araddr(mem_araddr),
+        .m_arlen(mem_arlen),
+        .m_arsize(mem_arsize),
+        .m_arburst(mem_arburst),
+        .m_arvalid(mem_arvalid),
+        .m_arready(mem_arready),
+        .m_rid(mem_rid),
+        .m_rdata(mem_rdata),
+        .m_rresp(mem_rresp),
+        .m_rlast(mem_rlast),
+        .m_rvalid(mem_rvalid),
+        .m_rready(mem_rready),
+        .m_awid(mem_awid),
+        .m_awaddr(mem_awaddr),
+        .m_awlen(mem_awlen),
+        .m_awsize(mem_awsize),
+        .m_awburst(mem_awburst),
+        .m_awvalid(mem_awvalid),
+        .m_awready(mem_awready),
+        .m_wdata(mem_wdata),
+        .m_wstrb(mem_wstrb),
+        .m_wlast(mem_wlast),
+        .m_wvalid(mem_wvalid),
+        .m_wready(mem_wready),
+        .m_bid(mem_bid),
+        .m_bresp(mem_bresp),
+        .m_bvalid(mem_bvalid),
+        .m_bready(mem_bready)
+    );
+
+    wire [DATA_WIDTH-1:0] bd_rdata_unused;
+
+    ws_mx_mem_model #(
+        .DATA_WIDTH(DATA_WIDTH),
+        .ADDR_WIDTH(32),
+        .ID_WIDTH(3),
+        .MEM_BYTES(STORE_BYTES),
+        .LATENCY(MEM_LATENCY)
+    ) mem_inst (
+        .clk(clk),
+        .rst(rst),
+        .stall(1'b0),
+        .s_axi_arid(mem_arid),
+        .s_axi_araddr(mem_araddr),
+        .s_axi_arlen(mem_arlen),
+        .s_axi_arsize(mem_arsize),
+        .s_axi_arburst(mem_arburst),
+        .s_axi_arvalid(mem_arvalid),
+        .s_axi_arready(mem_arready),
+        .s_axi_rid(mem_rid),
+        .s_axi_rdata(mem_rdata),
+        .s_axi_rresp(mem_rresp),
+        .s_axi_rlast(mem_rlast),
+        .s_axi_rvalid(mem_rvalid),
+        .s_axi_rready(mem_rready),
+        .s_axi_awid(mem_awid),
+        .s_axi_awaddr(mem_awaddr),
+        .s_axi_awlen(mem_awlen),
+        .s_axi_awsize(mem_awsize),
+        .s_axi_awburst(mem_awburst),
+        .s_axi_awvalid(mem_awvalid),
+        .s_axi_awready(mem_awready),
+        .s_axi_wdata(mem_wdata),
+        .s_axi_wstrb(mem_wstrb),
+        .s_axi_wlast(mem_wlast),
+        .s_axi_wvalid(mem_wvalid),
+        .s_axi_wready(mem_wready),
+        .s_axi_bid(mem_bid),
+        .s_axi_bresp(mem_bresp),
+        .s_axi_bvalid(mem_bvalid),
+        .s_axi_bready(mem_bready),
+        .bd_en(1'b0),
+        .bd_we(1'b0),
+        .bd_addr({($clog2(STORE_BYTES / (DATA_WIDTH / 8))){1'b0}}),
+        .bd_wdata({DATA_WIDTH{1'b0}}),
+        .bd_rdata(bd_rdata_unused),
+        .err_protocol(mem_err_protocol)
+    );
+
+    wire _unused_ok = &{1'b0, trace_valid, trace_data, trace_user, bd_rdata_unused};
+
+endmodule
+
+`default_nettype wire

@@ -1,0 +1,498 @@
+//! `ws_mx_block`: MemoryX as the SoC carries it, driven through its two register ports with a
+//! model of the link engine's DMA RAM on the ext port (docs/memoryx-soc.md). The RAM model
+//! takes a request only when its `ready` says so (random patterns) and answers reads on the
+//! next cycle, as `ws_link_dma_ram` does (docs/link-engine.md "DMA RAM").
+//!
+//! What is checked: every word the data mover moves (ring ↔ store, both directions, across
+//! ring wraps and partial beats, with the neighbours of a partial beat untouched); that a
+//! refused operation moves nothing and says why; and a whole optimizer step, weights and
+//! state loaded through the ring, gradients fed from a ring, updated weights captured into a
+//! ring and the state read back, bit-exact with `ws_common::golden::optim`.
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use ws_common::golden::optim::{self as golden, Consts, Hyper, Param};
+use ws_common::regmap::mxdma;
+use ws_hdl::dut::{Dut, Pattern, Port};
+use ws_hdl::mx::{self, reg, Flow, LayerDesc, Opt};
+
+const STORE_BYTES: u32 = 1 << 20;
+const DMA_BYTES: u32 = 65536;
+const BEAT_WORDS: u32 = 8;
+
+const OP_TO_STORE: u32 = 1;
+const OP_TO_RING: u32 = 2;
+const OP_TO_GRAD: u32 = 3;
+
+#[derive(Clone, Copy)]
+struct Ports {
+    mx_req: Port,
+    dma_req: Port,
+    we: Port,
+    addr: Port,
+    wdata: Port,
+    be: Port,
+    mx_rdata: Port,
+    dma_rdata: Port,
+    ext_valid: Port,
+    ext_ready: Port,
+    ext_we: Port,
+    ext_addr: Port,
+    ext_wdata: Port,
+    ext_rvalid: Port,
+    ext_rdata: Port,
+    mem_err: Port,
+}
+
+/// The testbench: the block, and the link DMA RAM behind its ext port.
+struct Tb {
+    dut: Dut,
+    p: Ports,
+    ram: Vec<u32>,
+    pending: Option<u32>,
+    ready: Flow,
+    /// Ext requests taken.
+    taken: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Slot {
+    Mx,
+    Dma,
+}
+
+impl Tb {
+    fn new(seed: u64, ready: Pattern) -> Tb {
+        let spec = mx::block_spec(STORE_BYTES, DMA_BYTES).expect("spec");
+        let mut dut = Dut::build(spec).expect("build ws_mx_block");
+        dut.set_seed(seed);
+        let p = Ports {
+            mx_req: dut.port("mx_reg_req"),
+            dma_req: dut.port("dma_reg_req"),
+            we: dut.port("reg_we"),
+            addr: dut.port("reg_addr"),
+            wdata: dut.port("reg_wdata"),
+            be: dut.port("reg_be"),
+            mx_rdata: dut.port("mx_reg_rdata"),
+            dma_rdata: dut.port("dma_reg_rdata"),
+            ext_valid: dut.port("ext_valid"),
+            ext_ready: dut.port("ext_ready"),
+            ext_we: dut.port("ext_we"),
+            ext_addr: dut.port("ext_addr"),
+            ext_wdata: dut.port("ext_wdata"),
+            ext_rvalid: dut.port("ext_rvalid"),
+            ext_rdata: dut.port("ext_rdata"),
+            mem_err: dut.port("mem_err_protocol"),
+        };
+        for q in [p.mx_req, p.dma_req, p.we, p.ext_ready, p.ext_rvalid] {
+            dut.set(q, 0);
+        }
+        dut.set(p.be, 0xf);
+        dut.reset(8);
+        let ready = Flow::new(ready, ws_hdl::dut::rng(seed, 0x7e11));
+        Tb { dut, p, ram: vec![0; (DMA_BYTES / 4) as usize], pending: None, ready, taken: 0 }
+    }
+
+    /// One clock of the block and the RAM model.
+    fn step(&mut self) {
+        let p = self.p;
+        self.dut.set(p.ext_rvalid, self.pending.is_some() as u64);
+        self.dut.set(p.ext_rdata, u64::from(self.pending.unwrap_or(0)));
+        let ready = self.ready.draw();
+        self.dut.set(p.ext_ready, ready as u64);
+        self.dut.eval();
+        let mut next = None;
+        if ready && self.dut.get_bool(p.ext_valid) {
+            let a = self.dut.get(p.ext_addr) as usize;
+            if self.dut.get_bool(p.ext_we) {
+                self.ram[a] = self.dut.get(p.ext_wdata) as u32;
+            } else {
+                next = Some(self.ram[a]);
+            }
+            self.taken += 1;
+        }
+        self.dut.tick();
+        self.pending = next;
+        assert!(!self.dut.get_bool(p.mem_err), "the store model flagged an AXI protocol error");
+    }
+
+    fn req(&self, s: Slot) -> Port {
+        match s {
+            Slot::Mx => self.p.mx_req,
+            Slot::Dma => self.p.dma_req,
+        }
+    }
+
+    fn write(&mut self, s: Slot, addr: u32, value: u32) {
+        let r = self.req(s);
+        self.dut.set(r, 1);
+        self.dut.set(self.p.we, 1);
+        self.dut.set(self.p.addr, u64::from(addr));
+        self.dut.set(self.p.wdata, u64::from(value));
+        self.step();
+        self.dut.set(r, 0);
+        self.dut.set(self.p.we, 0);
+    }
+
+    fn read(&mut self, s: Slot, addr: u32) -> u32 {
+        let r = self.req(s);
+        self.dut.set(r, 1);
+        self.dut.set(self.p.we, 0);
+        self.dut.set(self.p.addr, u64::from(addr));
+        self.step();
+        self.dut.set(r, 0);
+        self.dut.eval();
+        let port = if s == Slot::Mx { self.p.mx_rdata } else { self.p.dma_rdata };
+        self.dut.get(port) as u32
+    }
+
+    /// Programs and starts one operation; returns STATUS.err once it is over (0: done).
+    #[allow(clippy::too_many_arguments)]
+    fn op(
+        &mut self,
+        op: u32,
+        ring: (u32, u32, u32),
+        store: u32,
+        words: u32,
+        grad: (u32, u32, u32, u32),
+    ) -> u32 {
+        self.write(Slot::Dma, mxdma::RING_BASE, ring.0);
+        self.write(Slot::Dma, mxdma::RING_LEN, ring.1);
+        self.write(Slot::Dma, mxdma::RING_OFF, ring.2);
+        self.write(Slot::Dma, mxdma::STORE_ADDR, store);
+        self.write(Slot::Dma, mxdma::WORDS, words);
+        self.write(Slot::Dma, mxdma::GRAD_HDR, grad.0 | (grad.1 << 16));
+        self.write(Slot::Dma, mxdma::GRAD_CHUNK, grad.2 | (grad.3 << 16));
+        self.write(Slot::Dma, mxdma::CMD, op);
+        self.wait_idle(200_000)
+    }
+
+    fn wait_idle(&mut self, limit: u64) -> u32 {
+        let start = self.dut.cycle();
+        loop {
+            let st = self.read(Slot::Dma, mxdma::STATUS);
+            if mxdma::status::BUSY.get(st) == 0 {
+                return mxdma::status::ERR.get(st);
+            }
+            assert!(self.dut.cycle() - start < limit, "the data mover is still busy after {limit} cycles");
+        }
+    }
+
+    fn ring_put(&mut self, base: u32, len: u32, off: u32, words: &[u32]) {
+        for (i, w) in words.iter().enumerate() {
+            let at = base + ((off + 4 * i as u32) & (len - 1));
+            self.ram[(at / 4) as usize] = *w;
+        }
+    }
+
+    fn ring_get(&self, base: u32, len: u32, off: u32, n: usize) -> Vec<u32> {
+        (0..n).map(|i| self.ram[((base + ((off + 4 * i as u32) & (len - 1))) / 4) as usize]).collect()
+    }
+
+    /// Store words through the data mover: into a scratch ring at the top of the RAM.
+    fn store_put(&mut self, addr: u32, words: &[u32]) {
+        let (base, len) = (DMA_BYTES / 2, DMA_BYTES / 2);
+        for (k, part) in words.chunks((len / 4) as usize).enumerate() {
+            self.ring_put(base, len, 0, part);
+            let a = addr + k as u32 * len;
+            assert_eq!(self.op(OP_TO_STORE, (base, len, 0), a, part.len() as u32, (0, 0, 0, 0)), 0);
+        }
+    }
+
+    fn store_get(&mut self, addr: u32, n: usize) -> Vec<u32> {
+        let (base, len) = (DMA_BYTES / 2, DMA_BYTES / 2);
+        let mut out = Vec::new();
+        let mut k = 0u32;
+        while out.len() < n {
+            let part = (n - out.len()).min((len / 4) as usize);
+            assert_eq!(self.op(OP_TO_RING, (base, len, 0), addr + k * len, part as u32, (0, 0, 0, 0)), 0);
+            out.extend(self.ring_get(base, len, 0, part));
+            k += 1;
+        }
+        out
+    }
+}
+
+fn random_words(rng: &mut StdRng, n: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.random()).collect()
+}
+
+#[test]
+fn words_go_between_rings_and_the_store_unchanged() {
+    let mut tb = Tb::new(0x3a11, Pattern::Mixed);
+    let mut rng = StdRng::seed_from_u64(0x3a12);
+    assert_eq!(tb.read(Slot::Dma, 0), 0x4d44_0100, "mxdma ID word");
+    let params = tb.read(Slot::Dma, mxdma::PARAMS);
+    assert_eq!(mxdma::params::BEAT_WORDS.get(params), BEAT_WORDS);
+    assert_eq!(mxdma::params::STORE_LOG2.get(params), 20);
+    assert_eq!(mxdma::params::DMA_LOG2.get(params), 16);
+
+    // A known background in the store, so partial beats show what they must not touch.
+    let background = random_words(&mut rng, 4096);
+    tb.store_put(0x4_0000, &background);
+    let mut expect = background.clone();
+    let mut ops = 1u32;
+    for round in 0..24 {
+        let len = 1u32 << rng.random_range(4..=14); // 16 B .. 16 KiB rings
+        let base = rng.random_range(0..DMA_BYTES / 2 / len) * len;
+        let off = rng.random_range(0..len / 4) * 4;
+        let words = rng.random_range(1..=len / 4);
+        let beat = rng.random_range(0..(4096 - words) / BEAT_WORDS);
+        let data = random_words(&mut rng, words as usize);
+        tb.ring_put(base, len, off, &data);
+        let addr = 0x4_0000 + beat * BEAT_WORDS * 4;
+        let err = tb.op(OP_TO_STORE, (base, len, off), addr, words, (0, 0, 0, 0));
+        assert_eq!(err, 0, "round {round}: ring {base:#x}+{len:#x} off {off:#x}, {words} words to {addr:#x}");
+        assert_eq!(tb.read(Slot::Dma, mxdma::DONE_WORDS), words);
+        let at = (beat * BEAT_WORDS) as usize;
+        expect[at..at + words as usize].copy_from_slice(&data);
+        ops += 1;
+
+        // Back into another ring (clobbered first), from the same address.
+        let len2 = 1u32 << rng.random_range(4..=14);
+        let len2 = len2.max((words * 4).next_power_of_two());
+        let base2 = rng.random_range(0..DMA_BYTES / 2 / len2) * len2;
+        let off2 = rng.random_range(0..len2 / 4) * 4;
+        tb.ring_put(base2, len2, 0, &vec![0xdead_beef; (len2 / 4) as usize]);
+        let err = tb.op(OP_TO_RING, (base2, len2, off2), addr, words, (0, 0, 0, 0));
+        assert_eq!(err, 0, "round {round}: back");
+        assert_eq!(tb.ring_get(base2, len2, off2, words as usize), data, "round {round}: words read back");
+        if words * 4 < len2 {
+            // The word after the run in the ring was not written.
+            let after = tb.ring_get(base2, len2, off2 + 4 * words, 1)[0];
+            assert_eq!(after, 0xdead_beef, "round {round}: STORE_TO_RING wrote past its last word");
+        }
+        ops += 1;
+    }
+    assert_eq!(tb.store_get(0x4_0000, 4096), expect, "the store after every partial write");
+    ops += 1;
+    assert_eq!(tb.read(Slot::Dma, mxdma::OPS), ops);
+    assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), 0);
+    eprintln!("{ops} operations, {} ext requests taken in {} cycles", tb.taken, tb.dut.cycle());
+}
+
+#[test]
+fn a_refused_operation_says_why_and_moves_nothing() {
+    let mut tb = Tb::new(0x3a21, Pattern::Random(0.7));
+    let mut rng = StdRng::seed_from_u64(0x3a22);
+    let store = random_words(&mut rng, 512);
+    tb.store_put(0, &store);
+    let ram_before = tb.ram.clone();
+    let ok_ring = (0x1000, 0x1000, 0);
+    // name, op, ring, store addr, words, grad params, expected err
+    type Case = (&'static str, u32, (u32, u32, u32), u32, u32, u32, u32);
+    let cases: &[Case] = &[
+        ("unknown op", 7, ok_ring, 0, 8, 0, 2),
+        ("op 0", 0, ok_ring, 0, 8, 0, 2),
+        ("zero words", OP_TO_STORE, ok_ring, 0, 0, 0, 5),
+        ("ring not a power of two", OP_TO_STORE, (0x1000, 0x0c00, 0), 0, 8, 0, 3),
+        ("ring shorter than a word", OP_TO_STORE, (0x1000, 2, 0), 0, 1, 0, 3),
+        ("ring not aligned to its length", OP_TO_STORE, (0x1800, 0x1000, 0), 0, 8, 0, 3),
+        ("ring past the DMA RAM", OP_TO_RING, (DMA_BYTES, 0x1000, 0), 0, 8, 0, 3),
+        ("ring offset not a word", OP_TO_STORE, (0x1000, 0x1000, 2), 0, 8, 0, 3),
+        ("ring offset past the ring", OP_TO_RING, (0x1000, 0x1000, 0x1000), 0, 8, 0, 3),
+        ("more words than the ring", OP_TO_STORE, (0x1000, 0x100, 0), 0, 65, 0, 6),
+        ("store address not on a beat", OP_TO_STORE, ok_ring, 4, 8, 0, 4),
+        ("store range past the end", OP_TO_RING, ok_ring, STORE_BYTES - 32, 9, 0, 4),
+        ("store address past the end", OP_TO_STORE, ok_ring, STORE_BYTES, 8, 0, 4),
+        ("store range wraps 2^32", OP_TO_STORE, ok_ring, 0xffff_ffe0, 16, 0, 4),
+        ("gradient chunk of 0", OP_TO_GRAD, ok_ring, 0, 8, 0, 7),
+    ];
+    for (i, (name, op, ring, addr, words, params, code)) in cases.iter().enumerate() {
+        let err = tb.op(*op, *ring, *addr, *words, (0, 1, *params, 0));
+        assert_eq!(err, *code, "{name}");
+        assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), i as u32 + 1, "{name}: counted");
+        let st = tb.read(Slot::Dma, mxdma::STATUS);
+        assert_eq!(mxdma::status::OP.get(st), *op & 0xf, "{name}: STATUS.op");
+    }
+    // A CMD while an operation runs is refused with BUSY and does not disturb it.
+    let data = random_words(&mut rng, 1024);
+    tb.ring_put(0x2000, 0x1000, 0, &data);
+    let regs = [
+        (mxdma::RING_BASE, 0x2000),
+        (mxdma::RING_LEN, 0x1000),
+        (mxdma::RING_OFF, 0),
+        (mxdma::STORE_ADDR, 0x8000),
+        (mxdma::WORDS, 1024),
+        (mxdma::CMD, OP_TO_STORE),
+    ];
+    for (a, v) in regs {
+        tb.write(Slot::Dma, a, v);
+    }
+    tb.write(Slot::Dma, mxdma::CMD, OP_TO_RING);
+    let st = tb.read(Slot::Dma, mxdma::STATUS);
+    assert_eq!(mxdma::status::ERR.get(st), 1, "BUSY");
+    assert_eq!(tb.wait_idle(100_000), 1, "the BUSY refusal stays the last word until the next CMD");
+    assert_eq!(tb.store_get(0x8000, 1024), data, "the running operation completed intact");
+    // Nothing else moved: the store's first 512 words and the RAM outside the rings used.
+    assert_eq!(tb.store_get(0, 512), store, "store after the refusals");
+    let half = (DMA_BYTES / 8) as usize; // below the scratch ring at DMA_BYTES / 2
+    assert_eq!(tb.ram[..0x2000 / 4], ram_before[..0x2000 / 4], "RAM below the BUSY case's ring");
+    assert_eq!(tb.ram[0x3000 / 4..half], ram_before[0x3000 / 4..half], "RAM above it");
+}
+
+/// Golden consts of step `t` of `h`.
+fn consts(h: &Hyper, t: u32) -> Consts {
+    golden::step_consts(h, t, 1e-2, 1, 4)
+}
+
+fn write_slot(tb: &mut Tb, s: u32, c: &Consts) {
+    let words = [c.flags, c.gscale, c.wd, c.decay, c.k1, c.k2, c.beta2, c.c2, c.ibc2s, c.eps, c.neg_rate];
+    for (i, w) in words.iter().enumerate() {
+        tb.write(Slot::Mx, reg::slot(s) + 4 * i as u32, *w);
+    }
+}
+
+fn run_steps(h: Hyper, seed: u64, ready: Pattern) {
+    let mut tb = Tb::new(seed, ready);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x55);
+    let len = 300u32; // not a multiple of the chunk
+    let chunk = 64u32;
+    let d = LayerDesc {
+        bases: [0x1_0000, 0x2_0000, 0x3_0000, 0x4_0000],
+        len,
+        chunk,
+        opt: Opt::of(&h) as u32,
+        dtype: 0,
+    };
+    let small = |rng: &mut StdRng| (rng.random_range(-1.0f32..1.0)).to_bits();
+    let mut state: Vec<Param> = (0..len)
+        .map(|_| Param { w: small(&mut rng), m: small(&mut rng) & 0x7fff_ffff, v: 0, vmax: 0 })
+        .map(|p| Param { v: f32::from_bits(p.m).abs().to_bits(), ..p })
+        .collect();
+    let arrays = d.arrays();
+    let pick = |p: &Param, a: usize| [p.w, p.m, p.v, p.vmax][a];
+    for a in 0..4 {
+        if arrays & (1 << a) != 0 {
+            let words: Vec<u32> = state.iter().map(|p| pick(p, a)).collect();
+            tb.store_put(d.bases[a], &words);
+        }
+    }
+    let b = reg::layer(0);
+    for (i, base) in d.bases.iter().enumerate() {
+        tb.write(Slot::Mx, b + 4 * i as u32, *base);
+    }
+    tb.write(Slot::Mx, b + reg::LEN, d.len);
+    tb.write(Slot::Mx, b + reg::CHUNK, d.chunk);
+    tb.write(Slot::Mx, b + reg::MODE, d.opt);
+    write_slot(&mut tb, 0, &consts(&h, 1));
+    tb.write(Slot::Mx, b + reg::STEP, 1);
+    tb.write(Slot::Mx, reg::CMD, reg::OP_ENABLE);
+    for _ in 0..40 {
+        tb.step();
+    }
+    assert_eq!(
+        tb.read(Slot::Mx, b + reg::L_STATUS) & 1,
+        1,
+        "layer enabled (refusal {:#x})",
+        tb.read(Slot::Mx, reg::ERR)
+    );
+
+    // Capture the weight-out flits into a ring.
+    let (cap_base, cap_len) = (0x4000u32, 0x4000u32);
+    tb.write(Slot::Dma, mxdma::WOUT_BASE, cap_base);
+    tb.write(Slot::Dma, mxdma::WOUT_LEN, cap_len);
+    tb.write(Slot::Dma, mxdma::WOUT_LIMIT, cap_len);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    tb.step(); // capture turns on the cycle after the write (its ring is checked first)
+    assert_ne!(mxdma::wout_head::ON.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD)), 0, "capture on");
+
+    let steps = 3u32;
+    for t in 1..=steps {
+        let slot = (t - 1) % 2;
+        if t > 1 {
+            write_slot(&mut tb, slot, &consts(&h, t));
+            tb.write(Slot::Mx, b + reg::STEP, t | (slot << 16));
+            // The capture ring is read out after each step: restart it.
+            tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+        }
+        let c = consts(&h, t);
+        let grads: Vec<u32> = (0..len).map(|_| small(&mut rng)).collect();
+        for (p, g) in state.iter_mut().zip(&grads) {
+            *p = golden::update(&c, *p, *g);
+        }
+        let (gbase, glen, goff) = (0x8000u32, 0x800u32, 0x7f0u32); // wraps after 4 words
+        tb.ring_put(gbase, glen, goff, &grads);
+        let err = tb.op(OP_TO_GRAD, (gbase, glen, goff), 0, len, (0, t, chunk, 0));
+        assert_eq!(err, 0, "step {t}: gradient feed");
+        let start = tb.dut.cycle();
+        while tb.read(Slot::Mx, b + reg::DONE) & 0xffff != d.chunks() {
+            assert!(
+                tb.dut.cycle() - start < 100_000,
+                "step {t}: chunks retired {}",
+                tb.read(Slot::Mx, b + reg::DONE)
+            );
+        }
+        for _ in 0..64 {
+            tb.step(); // the last capture writes
+        }
+        assert_eq!(tb.read(Slot::Mx, reg::ERR) & 0xff, 0, "step {t}: streamer error");
+        let head = mxdma::wout_head::BYTES.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD));
+        assert_eq!(head, 4 * len, "step {t}: captured bytes");
+        let wout = tb.ring_get(cap_base, cap_len, 0, len as usize);
+        let want_w: Vec<u32> = state.iter().map(|p| p.w).collect();
+        assert_eq!(wout, want_w, "step {t}: weight-out flits = updated weights");
+    }
+    for a in 0..4 {
+        if arrays & (1 << a) != 0 {
+            let got = tb.store_get(d.bases[a], len as usize);
+            let want: Vec<u32> = state.iter().map(|p| pick(p, a)).collect();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g,
+                    w,
+                    "array {a} param {i}: {:e} vs golden {:e}",
+                    f32::from_bits(*g),
+                    f32::from_bits(*w)
+                );
+            }
+        }
+    }
+    assert_eq!(tb.read(Slot::Dma, mxdma::GRAD_FLITS), steps * len);
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_FLITS), steps * len);
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_DROPPED), 0);
+}
+
+#[test]
+fn an_adam_step_goes_from_rings_through_the_lanes_bit_exact() {
+    run_steps(Hyper { weight_decay: 0.01, ..Hyper::ADAM }, 0x3a31, Pattern::Mixed);
+}
+
+#[test]
+fn a_nesterov_sgd_step_goes_from_rings_through_the_lanes_bit_exact() {
+    let h = Hyper { momentum: 0.9, nesterov: true, weight_decay: 1e-4, ..Hyper::SGD };
+    run_steps(h, 0x3a41, Pattern::Random(0.6));
+}
+
+#[test]
+fn weight_flits_are_dropped_and_counted_without_capture() {
+    let mut tb = Tb::new(0x3a51, Pattern::Always);
+    let mut rng = StdRng::seed_from_u64(0x3a52);
+    let len = 100u32;
+    let w = random_words(&mut rng, len as usize).into_iter().map(|x| x & 0x3fff_ffff).collect::<Vec<_>>();
+    tb.store_put(0x1000, &w);
+    let b = reg::layer(3);
+    tb.write(Slot::Mx, b + reg::W_BASE, 0x1000);
+    tb.write(Slot::Mx, b + reg::LEN, len);
+    tb.write(Slot::Mx, b + reg::CHUNK, 32);
+    tb.write(Slot::Mx, b + reg::MODE, Opt::Sgd as u32);
+    write_slot(&mut tb, 0, &consts(&Hyper::SGD, 1));
+    tb.write(Slot::Mx, b + reg::STEP, 1);
+    tb.write(Slot::Mx, reg::CMD, reg::OP_ENABLE | (3 << 4));
+    for _ in 0..40 {
+        tb.step();
+    }
+    tb.write(Slot::Mx, reg::CMD, reg::OP_STREAM | (3 << 4));
+    let start = tb.dut.cycle();
+    while tb.read(Slot::Dma, mxdma::WOUT_FLITS) < len {
+        assert!(tb.dut.cycle() - start < 50_000, "streamed weights never left");
+    }
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_DROPPED), len);
+    assert_eq!(tb.read(Slot::Mx, reg::ERR) & 0xff, 0);
+    // A capture ring that fails the check leaves capture off and is counted.
+    tb.write(Slot::Dma, mxdma::WOUT_BASE, 0x10);
+    tb.write(Slot::Dma, mxdma::WOUT_LEN, 0x100);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    assert_eq!(mxdma::wout_head::ON.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD)), 0);
+    assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), 1);
+}
