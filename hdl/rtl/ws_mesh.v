@@ -9,8 +9,12 @@
 // Edge ports (valid/ready streams; the credit links of the fabric are bridged by
 // ws_mesh_edge_in / ws_mesh_edge_out):
 //   s_w_*  weight ingress, into the west link of router 0 (row 0, column 0), color 0;
+//          s_w_user is the house flit header (ws_flit.vh); the mesh reads it only for the
+//          phase timestamps, the PEs take the payload words in order;
 //   m_g_*  gradient egress, the south link of the snake's last PE ((P-1, 0) for even P,
-//          (P-1, Q-1) for odd P), color 1;
+//          (P-1, Q-1) for odd P), color 1; m_g_user is a gradient header (kind, layer,
+//          step, chunk, index) stamped here from the segment table, m_g_last closes each
+//          chunk;
 //   m_r_*  metrics / results egress, the east link of router (P-1, Q-1), color 2;
 //   s_x_*  sample ingress: s_x_user = {pe[7:0], address[14:0]} writes one word of that PE's
 //          SRAM (taken only while cfg_valid is low).
@@ -18,8 +22,20 @@
 // them through rt_cfg_*); this module only wires the tiles and the edges.
 //
 // Configuration: cfg_* writes a PE's configuration space (ws_mesh_pe: CTRL, program, SRAM);
-// cfg_pe selects the PE by router index, 8'hff every PE at once. rt_cfg_* is the fabric's
-// route-table port.
+// cfg_pe selects the PE by router index, 8'hff every PE at once, 8'hfe the top's own
+// registers (docs/mesh-array.md "Top registers"):
+//   0x0000 STEP     bits 15:0 the step of the gradient headers; a write also restarts the
+//                   segment table at segment 0 and starts a new step for the timestamps;
+//   0x0001 NSEG     segments in the table (0..GSEG);
+//   0x0100 + 4n     segment n (in egress order): +0 layer id (12 bits), +1 words per chunk
+//                   (1..65536), +2 words of the layer (>= 1).
+// A gradient word beyond the last segment leaves with kind ERROR and sets stat_grad_overrun.
+// rt_cfg_* is the fabric's route-table port.
+//
+// Timestamps (cycles of cnt_cycle, cleared with cnt_clear): per layer id l < TS_LAYERS, the
+// first and the last weight word of the layer's forward pass (its first pass of the step) and
+// of its backward pass (its second) taken at the weight ingress, and the last gradient word
+// of the layer handed out at the gradient egress.
 module ws_mesh #(
     parameter P = 2,              // rows, 1..16
     parameter Q = 2,              // columns, 1..16
@@ -28,8 +44,11 @@ module ws_mesh #(
     parameter MAX_B = 16,         // most samples per PE
     parameter PROG_DEPTH = 16,    // PE program store
     parameter BUF_DEPTH = 4,      // router flits per color per input
-    parameter CNT_WIDTH = 32,     // counter bits
-    parameter R = P * Q           // tiles (derived)
+    parameter CNT_WIDTH = 32,     // counter and timestamp bits
+    parameter GSEG = 8,           // segments of the gradient header table, 1..64
+    parameter TS_LAYERS = 8,      // layer ids with phase timestamps, 1..64
+    parameter R = P * Q,          // tiles (derived)
+    parameter SW = $clog2(GSEG + 1) // segment index bits (derived)
 ) (
     input  wire                   clk,
     input  wire                   rst,
@@ -51,11 +70,13 @@ module ws_mesh #(
     output wire                   s_w_ready,
     input  wire [31:0]            s_w_data,
     input  wire                   s_w_last,
+    input  wire [63:0]            s_w_user,
 
     output wire                   m_g_valid,
     input  wire                   m_g_ready,
     output wire [31:0]            m_g_data,
     output wire                   m_g_last,
+    output wire [63:0]            m_g_user,
 
     output wire                   m_r_valid,
     input  wire                   m_r_ready,
@@ -81,11 +102,25 @@ module ws_mesh #(
     output wire [R*5*CNT_WIDTH-1:0] cnt_misroute,
     output wire [R-1:0]           router_busy,
     output wire [R*4-1:0]         stat_overflow,
-    output wire [2*CNT_WIDTH-1:0] cnt_edge_drop   // gradient, metrics egress
+    output wire [2*CNT_WIDTH-1:0] cnt_edge_drop,  // gradient, metrics egress
+    output wire                   stat_grad_overrun,
+    // Phase timestamps, layer id l at [l*CNT_WIDTH +: CNT_WIDTH], and the cycle counter.
+    output wire [CNT_WIDTH-1:0]   cnt_cycle,
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_fwd_start,
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_fwd_end,
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_bwd_start,
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_bwd_end,
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_grad_last
 );
+
+    `include "ws_flit.vh"
 
     initial begin
         if (P < 1 || P > 16 || Q < 1 || Q > 16) $error("ws_mesh: P and Q must be 1..16");
+        // cfg_pe 8'hfe and 8'hff are the top and "every PE"; router indices stay below.
+        if (P * Q > 254) $error("ws_mesh: at most 254 tiles (cfg_pe 0xfe, 0xff are reserved)");
+        if (GSEG < 1 || GSEG > 64) $error("ws_mesh: GSEG must be 1..64");
+        if (TS_LAYERS < 1 || TS_LAYERS > 64) $error("ws_mesh: TS_LAYERS must be 1..64");
     end
 
     localparam C = 3;
@@ -187,6 +222,7 @@ module ws_mesh #(
     wire [UW-1:0]   w_link_user;
     wire [UW-1:0]   g_user_unused;
     wire [UW-1:0]   r_user_unused;
+    wire            g_row_last_unused;  // rows end inside chunks; the header unit closes chunks
     /* verilator lint_on UNUSEDSIGNAL */
     wire [C-1:0]    g_credit;
     wire [C-1:0]    r_credit;
@@ -223,7 +259,7 @@ module ws_mesh #(
         .m_valid(m_g_valid),
         .m_ready(m_g_ready),
         .m_data(m_g_data),
-        .m_last(m_g_last),
+        .m_last(g_row_last_unused),
         .m_user(g_user_unused),
         .cnt_drop(cnt_edge_drop[0 +: CNT_WIDTH])
     );
@@ -268,6 +304,164 @@ module ws_mesh #(
             end else begin : gen_nocredit
                 assign me_credit[ge*C +: C] = {C{1'b0}};
             end
+        end
+    endgenerate
+
+
+    // ---------------------------------------------------------------- top registers
+    localparam [7:0] TOP_SEL = 8'hfe;
+    wire top_we = cfg_valid && cfg_pe == TOP_SEL;
+
+    reg [15:0]   step_reg;
+    reg [SW-1:0] nseg_reg;
+    reg [11:0]   seg_layer [0:GSEG-1];
+    reg [16:0]   seg_chunk_words [0:GSEG-1];
+    reg [31:0]   seg_words [0:GSEG-1];
+
+    // Gradient header sequence: the segment, chunk and index of the next egress word, and
+    // the words of the segment already sent.
+    reg [SW-1:0] gseg_reg;
+    reg [15:0]   gchunk_reg;
+    reg [16:0]   gindex_reg;
+    reg [31:0]   gword_reg;
+    reg          overrun_reg;
+
+    localparam GIW = $clog2(GSEG > 1 ? GSEG : 2);
+    localparam [31:0] GSEG32 = GSEG;
+    wire          g_fire = m_g_valid && m_g_ready;
+    wire          g_in_table = gseg_reg < nseg_reg;
+    wire [GIW-1:0] g_idx = g_in_table ? gseg_reg[GIW-1:0] : {GIW{1'b0}};
+    wire [11:0]   g_layer = seg_layer[g_idx];
+    wire [16:0]   g_cw = seg_chunk_words[g_idx];
+    wire [31:0]   g_lw = seg_words[g_idx];
+    wire [GIW-1:0] cfg_seg = cfg_addr[GIW+1:2];
+    wire          cfg_seg_ok = cfg_addr[15:8] == 8'h01 && {26'd0, cfg_addr[7:2]} < GSEG32;
+    wire        g_layer_end = g_in_table && gword_reg + 32'd1 >= g_lw;
+    wire        g_chunk_end = g_in_table && gindex_reg + 17'd1 >= g_cw;
+
+    assign m_g_last = !g_in_table || g_layer_end || g_chunk_end;
+    assign m_g_user = {gindex_reg[15:0], gchunk_reg, step_reg, g_layer,
+                       g_in_table ? WS_KIND_GRADIENT : WS_KIND_ERROR};
+    assign stat_grad_overrun = overrun_reg;
+
+    integer n;
+    always @(posedge clk) begin
+        if (top_we && cfg_seg_ok) begin
+            case (cfg_addr[1:0])
+                2'd0: seg_layer[cfg_seg] <= cfg_data[11:0];
+                2'd1: seg_chunk_words[cfg_seg] <= cfg_data[16:0];
+                2'd2: seg_words[cfg_seg] <= cfg_data;
+                default: ;
+            endcase
+        end
+        if (rst) begin
+            step_reg <= 16'd0;
+            nseg_reg <= {SW{1'b0}};
+            gseg_reg <= {SW{1'b0}};
+            gchunk_reg <= 16'd0;
+            gindex_reg <= 17'd0;
+            gword_reg <= 32'd0;
+            overrun_reg <= 1'b0;
+        end else if (top_we && cfg_addr == 16'h0000) begin
+            step_reg <= cfg_data[15:0];
+            gseg_reg <= {SW{1'b0}};
+            gchunk_reg <= 16'd0;
+            gindex_reg <= 17'd0;
+            gword_reg <= 32'd0;
+            overrun_reg <= 1'b0;
+        end else begin
+            if (top_we && cfg_addr == 16'h0001) begin
+                nseg_reg <= cfg_data > GSEG32 ? GSEG32[SW-1:0] : cfg_data[SW-1:0];
+            end
+            if (g_fire) begin
+                if (!g_in_table) begin
+                    overrun_reg <= 1'b1;
+                end else if (g_layer_end) begin
+                    gseg_reg <= gseg_reg + 1'b1;
+                    gchunk_reg <= 16'd0;
+                    gindex_reg <= 17'd0;
+                    gword_reg <= 32'd0;
+                end else if (g_chunk_end) begin
+                    gchunk_reg <= gchunk_reg + 16'd1;
+                    gindex_reg <= 17'd0;
+                    gword_reg <= gword_reg + 32'd1;
+                end else begin
+                    gindex_reg <= gindex_reg + 17'd1;
+                    gword_reg <= gword_reg + 32'd1;
+                end
+            end
+        end
+    end
+
+    // ---------------------------------------------------------------- timestamps
+    localparam LW = $clog2(TS_LAYERS > 1 ? TS_LAYERS : 2);
+    reg [CNT_WIDTH-1:0] cycle_reg;
+    reg [CNT_WIDTH-1:0] fwd_start_reg [0:TS_LAYERS-1];
+    reg [CNT_WIDTH-1:0] fwd_end_reg [0:TS_LAYERS-1];
+    reg [CNT_WIDTH-1:0] bwd_start_reg [0:TS_LAYERS-1];
+    reg [CNT_WIDTH-1:0] bwd_end_reg [0:TS_LAYERS-1];
+    reg [CNT_WIDTH-1:0] grad_last_reg [0:TS_LAYERS-1];
+    reg [TS_LAYERS-1:0] seen_reg;   // the layer's forward pass has started this step
+    reg [TS_LAYERS-1:0] bwd_reg;    // the layer's current pass is its backward
+
+    wire        w_fire = s_w_valid && s_w_ready;
+    // The kind and the step of a weight flit do not matter here (STEP starts a step).
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire        unused_w_user = &{1'b0, s_w_user[WS_FLIT_STEP_LSB +: WS_FLIT_STEP_WIDTH],
+                                  s_w_user[WS_FLIT_KIND_LSB +: WS_FLIT_KIND_WIDTH]};
+    /* verilator lint_on UNUSEDSIGNAL */
+    wire [11:0] w_layer = s_w_user[WS_FLIT_LAYER_LSB +: WS_FLIT_LAYER_WIDTH];
+    wire        w_first = s_w_user[WS_FLIT_CHUNK_LSB +: WS_FLIT_CHUNK_WIDTH] == 16'd0
+                          && s_w_user[WS_FLIT_INDEX_LSB +: WS_FLIT_INDEX_WIDTH] == 16'd0;
+    localparam [31:0] TSL32 = TS_LAYERS;
+    wire        w_ts = w_fire && {20'd0, w_layer} < TSL32;
+    wire [LW-1:0] wl = w_layer[LW-1:0];
+    wire        g_ts = g_fire && g_in_table && {20'd0, g_layer} < TSL32;
+    wire [LW-1:0] gl = g_layer[LW-1:0];
+    wire        new_step = top_we && cfg_addr == 16'h0000;
+
+    assign cnt_cycle = cycle_reg;
+
+    always @(posedge clk) begin
+        if (rst || cnt_clear) begin
+            cycle_reg <= {CNT_WIDTH{1'b0}};
+            for (n = 0; n < TS_LAYERS; n = n + 1) begin
+                fwd_start_reg[n] <= {CNT_WIDTH{1'b0}};
+                fwd_end_reg[n] <= {CNT_WIDTH{1'b0}};
+                bwd_start_reg[n] <= {CNT_WIDTH{1'b0}};
+                bwd_end_reg[n] <= {CNT_WIDTH{1'b0}};
+                grad_last_reg[n] <= {CNT_WIDTH{1'b0}};
+            end
+        end else begin
+            cycle_reg <= cycle_reg + 1'b1;
+            if (w_ts) begin
+                if (w_first && !seen_reg[wl]) fwd_start_reg[wl] <= cycle_reg;
+                if (w_first && seen_reg[wl]) bwd_start_reg[wl] <= cycle_reg;
+                if ((w_first && seen_reg[wl]) || (!w_first && bwd_reg[wl])) begin
+                    bwd_end_reg[wl] <= cycle_reg;
+                end else begin
+                    fwd_end_reg[wl] <= cycle_reg;
+                end
+            end
+            if (g_ts) grad_last_reg[gl] <= cycle_reg;
+        end
+        if (rst || new_step) begin
+            seen_reg <= {TS_LAYERS{1'b0}};
+            bwd_reg <= {TS_LAYERS{1'b0}};
+        end else if (w_ts && w_first) begin
+            seen_reg[wl] <= 1'b1;
+            bwd_reg[wl] <= seen_reg[wl];
+        end
+    end
+
+    genvar gt;
+    generate
+        for (gt = 0; gt < TS_LAYERS; gt = gt + 1) begin : gen_ts
+            assign ts_fwd_start[gt*CNT_WIDTH +: CNT_WIDTH] = fwd_start_reg[gt];
+            assign ts_fwd_end[gt*CNT_WIDTH +: CNT_WIDTH] = fwd_end_reg[gt];
+            assign ts_bwd_start[gt*CNT_WIDTH +: CNT_WIDTH] = bwd_start_reg[gt];
+            assign ts_bwd_end[gt*CNT_WIDTH +: CNT_WIDTH] = bwd_end_reg[gt];
+            assign ts_grad_last[gt*CNT_WIDTH +: CNT_WIDTH] = grad_last_reg[gt];
         end
     endgenerate
 

@@ -11,7 +11,7 @@ use crate::mesh::{self, bit, Endpoint, Entry, Geometry, Mesh, RouterParams, PORT
 use crate::mesh_pe::{Instr, PeParams, CFG_CTRL, CFG_PROG};
 use crate::swarm::with_fpnew;
 use crate::vbuild::BuildError;
-use ws_common::flit::Flit;
+use ws_common::flit::{Flit, Header, Kind};
 
 /// Our RTL of the array, leaves first.
 pub const ARRAY_FILES: &[&str] = &[
@@ -174,6 +174,84 @@ pub fn load_program(dut: &mut Dut, pe: u8, prog: &[Instr]) {
     }
 }
 
+/// `cfg_pe` of the top's own registers.
+pub const TOP_REGS: u8 = 0xfe;
+/// Top register: the step of the gradient headers; a write restarts the segment table and
+/// starts a new step for the timestamps.
+pub const REG_STEP: u16 = 0x0000;
+/// Top register: segments in the gradient header table.
+pub const REG_NSEG: u16 = 0x0001;
+/// Top register: segment n word w (0 layer id, 1 words per chunk, 2 words of the layer) at
+/// `REG_SEG + 4n + w`.
+pub const REG_SEG: u16 = 0x0100;
+/// Segments the RTL's table holds (`GSEG`, the default).
+pub const GSEG: usize = 8;
+/// Layer ids with phase timestamps (`TS_LAYERS`, the default).
+pub const TS_LAYERS: usize = 8;
+
+/// One layer of the gradient egress stream, in egress order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// The layer id in the headers.
+    pub layer: u16,
+    /// Words per full chunk (rows per chunk × (K + 1)).
+    pub chunk_words: u32,
+    /// Words of the layer (M × (K + 1)).
+    pub words: u32,
+}
+
+impl Segment {
+    /// Layer `id` of shape `layer` cut by `stream`.
+    pub fn new(
+        id: usize,
+        layer: ws_common::golden::mesh::Layer,
+        stream: ws_common::golden::mesh::StreamLayout,
+    ) -> Self {
+        let words = layer.words().unwrap_or(0);
+        let chunk_words = (stream.rows_per_chunk * layer.row_words()).min(words);
+        Segment { layer: id as u16, chunk_words: chunk_words as u32, words: words as u32 }
+    }
+}
+
+/// Writes the step and the gradient header table (at most [`GSEG`] segments), which also
+/// restarts the header sequence and starts a new step for the phase timestamps.
+pub fn configure_step(dut: &mut Dut, step: u16, segments: &[Segment]) {
+    for (n, sg) in segments.iter().enumerate() {
+        let at = REG_SEG + 4 * n as u16;
+        cfg_write(dut, TOP_REGS, at, u32::from(sg.layer));
+        cfg_write(dut, TOP_REGS, at + 1, sg.chunk_words);
+        cfg_write(dut, TOP_REGS, at + 2, sg.words);
+    }
+    cfg_write(dut, TOP_REGS, REG_NSEG, segments.len() as u32);
+    cfg_write(dut, TOP_REGS, REG_STEP, u32::from(step));
+}
+
+/// The phase timestamps of one layer id (cycles of `cnt_cycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Phases {
+    /// First weight word of the forward pass taken at the ingress.
+    pub fwd_start: u64,
+    /// Last weight word of the forward pass taken.
+    pub fwd_end: u64,
+    /// First weight word of the backward pass taken.
+    pub bwd_start: u64,
+    /// Last weight word of the backward pass taken.
+    pub bwd_end: u64,
+    /// Last gradient word of the layer handed out at the gradient egress.
+    pub grad_last: u64,
+}
+
+/// The phase timestamps of layer id `layer` (< [`TS_LAYERS`]).
+pub fn phases(dut: &Dut, layer: usize) -> Phases {
+    Phases {
+        fwd_start: counter(dut, "ts_fwd_start", layer),
+        fwd_end: counter(dut, "ts_fwd_end", layer),
+        bwd_start: counter(dut, "ts_bwd_start", layer),
+        bwd_end: counter(dut, "ts_bwd_end", layer),
+        grad_last: counter(dut, "ts_grad_last", layer),
+    }
+}
+
 /// One word for the sample ingress: (PE, SRAM address, value).
 pub type Sample = (usize, u32, u32);
 
@@ -209,8 +287,8 @@ pub struct Patterns {
 /// What a run produced.
 #[derive(Debug, Clone, Default)]
 pub struct RunOut {
-    /// Gradient egress beats (data, last).
-    pub grads: Vec<(u32, bool)>,
+    /// Gradient egress flits (header, payload, last).
+    pub grads: Vec<Flit>,
     /// Metrics egress beats (data, last).
     pub results: Vec<(u32, bool)>,
     /// Weight words taken.
@@ -219,6 +297,12 @@ pub struct RunOut {
     pub cycles: u64,
     /// Cycles from the start to the first and the last gradient egress beat.
     pub grad_span: Option<(u64, u64)>,
+    /// `cnt_cycle` at the start.
+    pub start_cycle: u64,
+    /// `cnt_cycle` of each gradient word handed out.
+    pub grad_times: Vec<u64>,
+    /// `cnt_cycle` of each weight word taken.
+    pub weight_times: Vec<u64>,
 }
 
 /// Starts every PE on its program of `len` instructions and runs until the array is drained:
@@ -230,19 +314,21 @@ pub struct RunOut {
 pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64) -> RunOut {
     let seed = dut.seed();
     let mut wsrc =
-        StreamSource::with_fields(dut, "s_w", &["data", "last"], seed ^ 0x61).pattern(pats.weights);
-    let mut gsink =
-        StreamSink::with_fields(dut, "m_g", &["data", "last"], seed ^ 0x62).pattern(pats.grads).unchecked();
+        StreamSource::with_fields(dut, "s_w", &["data", "last", "user"], seed ^ 0x61).pattern(pats.weights);
+    let mut gsink = StreamSink::with_fields(dut, "m_g", &["data", "last", "user"], seed ^ 0x62)
+        .pattern(pats.grads)
+        .unchecked();
     let mut rsink =
         StreamSink::with_fields(dut, "m_r", &["data", "last"], seed ^ 0x63).pattern(pats.results).unchecked();
     for f in weights {
-        wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last)]);
+        wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last), f.header.pack()]);
     }
     cfg_write(dut, ALL_PES, CFG_CTRL, (len << 16) | 1);
     let (busy, rbusy) = (dut.port("stat_busy"), dut.port("router_busy"));
     let (gv, rv) = (dut.port("m_g_valid"), dut.port("m_r_valid"));
     let start = dut.cycle();
-    let mut out = RunOut::default();
+    let cyc = dut.port("cnt_cycle");
+    let mut out = RunOut { start_cycle: dut.get(cyc), ..RunOut::default() };
     loop {
         wsrc.drive(dut);
         gsink.drive(dut);
@@ -255,11 +341,16 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         if idle {
             break;
         }
-        wsrc.sample(dut);
+        if wsrc.sample(dut).is_some() {
+            out.weight_times.push(dut.get(cyc));
+        }
         if let Some(b) = gsink.sample(dut) {
             let t = dut.cycle() - start;
             out.grad_span = Some((out.grad_span.map_or(t, |s| s.0), t));
-            out.grads.push((b[0] as u32, b[1] != 0));
+            // A header that does not decode (a reserved kind) is kept as an error flit.
+            let header = Header::unpack(b[2]).unwrap_or(Header::new(Kind::Error, 0, 0, 0, 0));
+            out.grads.push(Flit { header, payload: b[0] as u32, last: b[1] != 0 });
+            out.grad_times.push(dut.get(cyc));
         }
         if let Some(b) = rsink.sample(dut) {
             out.results.push((b[0] as u32, b[1] != 0));

@@ -238,7 +238,10 @@ fn run_case(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &Case) -> Measured 
     };
     let passes = if c.backward { 2 } else { 1 };
     let layout = StreamLayout::new(c.rows_per_chunk);
-    let pass: Vec<Flit> = layout.flits(Kind::Weight, 0, 0, layer, &w).unwrap().collect();
+    // A layer id with timestamps and any step: the headers must carry them.
+    let (id, step) = (rng.random_range(0..top::TS_LAYERS), rng.random::<u16>());
+    let pass: Vec<Flit> = layout.flits(Kind::Weight, id, step, layer, &w).unwrap().collect();
+    top::configure_step(dut, step, &[top::Segment::new(id, layer, layout)]);
     let stream: Vec<Flit> = (0..passes).flat_map(|_| pass.iter().copied()).collect();
     let routers = pes.geometry.routers();
     let limit = 200 * (stream.len() * c.b) as u64 + 200 * (words * routers) as u64 + 20_000;
@@ -284,17 +287,45 @@ fn run_case(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &Case) -> Measured 
     }
     assert_eq!(at, out.results.len(), "{ctx}: extra result words");
 
-    // The gradient egress: the reduced rows in stream order, `last` at each row's end.
+    // The gradient egress: the reduced rows in stream order, as gradient flits of the layer
+    // and step, chunk by chunk.
+    let ph = top::phases(dut, id);
+    let wt = &out.weight_times;
     if c.backward {
-        assert_eq!(out.grads.len(), words, "{ctx}: gradient words");
-        for (j, ((g, last), want)) in out.grads.iter().zip(&grad).enumerate() {
+        let want: Vec<Flit> = layout.flits(Kind::Gradient, id, step, layer, &grad).unwrap().collect();
+        assert_eq!(out.grads.len(), want.len(), "{ctx}: gradient words");
+        for (j, (g, want)) in out.grads.iter().zip(&want).enumerate() {
             let (i, jj) = (j / (c.k + 1), j % (c.k + 1));
-            assert!(g == want, "{ctx}: gradient row {i} word {jj}: got {g:#010x}, golden {want:#010x}");
-            assert_eq!(*last, jj == c.k, "{ctx}: gradient word {j}: last");
+            assert!(
+                g.payload == want.payload,
+                "{ctx}: gradient row {i} word {jj}: got {:#010x}, golden {:#010x}",
+                g.payload,
+                want.payload
+            );
+            assert_eq!(
+                (g.header, g.last),
+                (want.header, want.last),
+                "{ctx}: gradient word {j}: header, last"
+            );
         }
+        // The phase timestamps are the cycles of the ingress and egress handshakes.
+        let want_ph = top::Phases {
+            fwd_start: wt[0],
+            fwd_end: wt[words - 1],
+            bwd_start: wt[words],
+            bwd_end: wt[2 * words - 1],
+            grad_last: *out.grad_times.last().unwrap(),
+        };
+        assert_eq!(ph, want_ph, "{ctx}: phase timestamps of layer {id}");
     } else {
         assert!(out.grads.is_empty(), "{ctx}: gradient words in a forward");
+        assert_eq!(
+            (ph.fwd_start, ph.fwd_end),
+            (wt[0], wt[words - 1]),
+            "{ctx}: forward timestamps of layer {id}"
+        );
     }
+    assert_eq!(dut.get(dut.port("stat_grad_overrun")), 0, "{ctx}: gradient words beyond the table");
     m_out
 }
 
@@ -424,5 +455,76 @@ fn array_utilisation() {
                 per((b * 40 * 65) as u64, r.grad_cycles)
             );
         }
+    });
+}
+
+/// Gradient words beyond the header table leave as error flits and set `stat_grad_overrun`,
+/// which the next step's STEP write clears; a table of several segments numbers each layer
+/// from chunk 0.
+#[test]
+fn gradient_headers_follow_the_table() {
+    run_test("mesh_array_headers", &spec(2), 0x4ead, |dut| {
+        dut.reset(4);
+        top::configure_routes(dut, &checked_routes(2));
+        let mut rng = dut.rng(3);
+        // One 3→2 layer (8 gradient words), B = 1 on every PE, forward and backward.
+        let (k, m) = (3u32, 2u32);
+        let layer = Layer::new(3, 2);
+        let w = draw(&mut rng, 8, Values::Mild(10));
+        let map = Map::new(1, 3, 2);
+        let mut samples = Vec::new();
+        for r in 0..4 {
+            for a in 0..3 {
+                samples.push((r, map.x + a, value(&mut rng, Values::Mild(10))));
+            }
+            for a in 0..2 {
+                samples.push((r, map.dy + a, value(&mut rng, Values::Mild(10))));
+            }
+        }
+        top::load_samples(dut, &samples, Pattern::Always);
+        let g = Geometry::new(2, 2);
+        for r in 0..4 {
+            let pos = (0..4).find(|&p| top::snake_router(g, p) == r).unwrap();
+            let prog = [
+                Instr::Fwd { relu: false, b: 1, k, m, src: map.x, dst: map.y },
+                Instr::Dx { b: 1, k, m, src: map.dy, dst: map.dx },
+                Instr::Grad { head: pos == 0, b: 1, k, m, x: map.x, dz: map.dy },
+            ];
+            top::load_program(dut, r as u8, &prog);
+        }
+        let layout = StreamLayout::new(1);
+        let pass: Vec<Flit> = layout.flits(Kind::Weight, 2, 7, layer, &w).unwrap().collect();
+        let stream: Vec<Flit> = pass.iter().chain(&pass).copied().collect();
+        // The table says: layer 5 of 3 words in chunks of 2, then layer 1 of 3 words in one
+        // chunk; the last 2 of the 8 words are beyond it.
+        let segs = [
+            top::Segment { layer: 5, chunk_words: 2, words: 3 },
+            top::Segment { layer: 1, chunk_words: 3, words: 3 },
+        ];
+        top::configure_step(dut, 0x1234, &segs);
+        let out = top::run(dut, 3, &stream, MIXED, 50_000);
+        let got: Vec<(Kind, u16, u16, u16, u16, bool)> = out
+            .grads
+            .iter()
+            .map(|f| (f.header.kind, f.header.layer, f.header.step, f.header.chunk, f.header.index, f.last))
+            .collect();
+        let (gk, e) = (Kind::Gradient, Kind::Error);
+        let want = vec![
+            (gk, 5, 0x1234, 0, 0, false),
+            (gk, 5, 0x1234, 0, 1, true),
+            (gk, 5, 0x1234, 1, 0, true),
+            (gk, 1, 0x1234, 0, 0, false),
+            (gk, 1, 0x1234, 0, 1, false),
+            (gk, 1, 0x1234, 0, 2, true),
+            (e, 5, 0x1234, 0, 0, true),
+            (e, 5, 0x1234, 0, 0, true),
+        ];
+        assert_eq!(got, want, "gradient headers");
+        assert_eq!(dut.get(dut.port("stat_grad_overrun")), 1, "overrun flagged");
+        let ph = top::phases(dut, 5);
+        assert_eq!(ph.grad_last, out.grad_times[2], "layer 5's last gradient word");
+        assert_eq!(top::phases(dut, 1).grad_last, out.grad_times[5], "layer 1's last gradient word");
+        top::configure_step(dut, 0x1235, &segs);
+        assert_eq!(dut.get(dut.port("stat_grad_overrun")), 0, "STEP clears the overrun");
     });
 }
