@@ -37,6 +37,9 @@ pub enum Error {
     /// An ELF could not be flashed.
     #[error(transparent)]
     Flash(#[from] FlashError),
+    /// A `wsctl optim` file, tensor or layer was unusable.
+    #[error(transparent)]
+    Optim(#[from] OptimError),
 }
 
 impl Error {
@@ -762,5 +765,176 @@ pub enum LoaderError {
         what: &'static str,
         /// How long.
         waited: Duration,
+    },
+}
+
+/// Failures of the MemoryX optimizer runs (`host_driver::optim`): the safetensors files, their
+/// tensors' names and shapes, and layers a device does not have.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimError {
+    /// could not read {} ({source}): check the path (`wsctl optim example --out-dir DIR` writes a model and gradients to try)
+    #[error(
+        "could not read {} ({source}): check the path (`wsctl optim example --out-dir DIR` writes a model and gradients to try)",
+        path.display()
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// could not write {} ({source}): check that its folder exists and is writable
+    #[error("could not write {} ({source}): check that its folder exists and is writable", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// {what} is not a safetensors file ({reason}): save it with `safetensors.torch.save_file` (or `save_file` of safetensors.numpy)
+    #[error(
+        "{what} is not a safetensors file ({reason}): save it with `safetensors.torch.save_file` (or `save_file` of safetensors.numpy)"
+    )]
+    Parse {
+        /// The file.
+        what: String,
+        /// What the safetensors crate reported.
+        reason: String,
+    },
+    /// {what} holds no tensors: pass a model with at least one F32 tensor
+    #[error("{what} holds no tensors: pass a model with at least one F32 tensor")]
+    NoTensors {
+        /// The file.
+        what: String,
+    },
+    /// tensor `{tensor}` in {what} is {dtype}, not F32: MemoryX keeps binary32; convert it (`t.float()`) and save the file again
+    #[error(
+        "tensor `{tensor}` in {what} is {dtype}, not F32: MemoryX keeps binary32; convert it (`t.float()`) and save the file again"
+    )]
+    Dtype {
+        /// The file.
+        what: String,
+        /// The tensor.
+        tensor: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// tensor `{tensor}` in {what} has no elements (shape {shape:?}): a MemoryX layer needs at least one parameter; drop the tensor from the file
+    #[error(
+        "tensor `{tensor}` in {what} has no elements (shape {shape:?}): a MemoryX layer needs at least one parameter; drop the tensor from the file"
+    )]
+    Empty {
+        /// The file.
+        what: String,
+        /// The tensor.
+        tensor: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// tensor `{tensor}` in {what} has {len} elements, more than a layer holds (2^32 - 1): split it
+    #[error("tensor `{tensor}` in {what} has {len} elements, more than a layer holds (2^32 - 1): split it")]
+    TooLarge {
+        /// The file.
+        what: String,
+        /// The tensor.
+        tensor: String,
+        /// Its element count.
+        len: usize,
+    },
+    /// {what} has {count} tensors, more than the 65536 layers MemoryX numbers: merge or drop some
+    #[error("{what} has {count} tensors, more than the 65536 layers MemoryX numbers: merge or drop some")]
+    TooManyLayers {
+        /// The file.
+        what: String,
+        /// How many.
+        count: usize,
+    },
+    /// {what} has no gradient `{name}`: the gradients file needs `step{{t}}/{{N}}` for every step t = 1..K and every model tensor N (docs/host.md "wsctl optim"); add it or pass fewer `--steps`
+    #[error(
+        "{what} has no gradient `{name}`: the gradients file needs `step{{t}}/{{N}}` for every step t = 1..K and every model tensor N (docs/host.md \"wsctl optim\"); add it or pass fewer `--steps`"
+    )]
+    MissingGrad {
+        /// The file.
+        what: String,
+        /// The tensor name looked for.
+        name: String,
+    },
+    /// gradient `{name}` in {what} has shape {got:?} but its tensor has {want:?}: save the gradient with the parameter's shape
+    #[error("gradient `{name}` in {what} has shape {got:?} but its tensor has {want:?}: save the gradient with the parameter's shape")]
+    GradShape {
+        /// The gradient tensor.
+        name: String,
+        /// The file.
+        what: String,
+        /// Its shape.
+        got: Vec<usize>,
+        /// The model tensor's shape.
+        want: Vec<usize>,
+    },
+    /// the run asks for {steps} steps but the gradients hold {have}: pass `--steps {have}` or fewer
+    #[error("the run asks for {steps} steps but the gradients hold {have}: pass `--steps {have}` or fewer")]
+    TooFewSteps {
+        /// Steps asked for.
+        steps: u32,
+        /// Steps loaded.
+        have: u32,
+    },
+    /// layer {layer} does not exist on {device}: create it first (`create_layer`)
+    #[error("layer {layer} does not exist on {device}: create it first (`create_layer`)")]
+    NoLayer {
+        /// The layer.
+        layer: u16,
+        /// The device.
+        device: String,
+    },
+    /// layer {layer} already exists on {device}: use another layer number or a fresh device
+    #[error("layer {layer} already exists on {device}: use another layer number or a fresh device")]
+    LayerExists {
+        /// The layer.
+        layer: u16,
+        /// The device.
+        device: String,
+    },
+    /// layer {layer} is {want} parameters long, but {what} has {got}: pass exactly one word per parameter
+    #[error(
+        "layer {layer} is {want} parameters long, but {what} has {got}: pass exactly one word per parameter"
+    )]
+    Length {
+        /// The layer.
+        layer: u16,
+        /// What was passed: "the gradient", "the w array".
+        what: String,
+        /// Its length.
+        got: usize,
+        /// The layer's length.
+        want: u32,
+    },
+    /// a layer of 0 parameters was asked for (layer {layer}): give it at least one
+    #[error("a layer of 0 parameters was asked for (layer {layer}): give it at least one")]
+    ZeroLength {
+        /// The layer.
+        layer: u16,
+    },
+    /// step {t} is not the next step of layer {layer} (it is at step {at}): run steps 1, 2, .. in order
+    #[error(
+        "step {t} is not the next step of layer {layer} (it is at step {at}): run steps 1, 2, .. in order"
+    )]
+    StepOrder {
+        /// The step asked for.
+        t: u32,
+        /// The layer.
+        layer: u16,
+        /// The layer's last step.
+        at: u32,
+    },
+    /// could not encode {what} as safetensors ({reason}): this is a bug; report it with the command line
+    #[error(
+        "could not encode {what} as safetensors ({reason}): this is a bug; report it with the command line"
+    )]
+    Encode {
+        /// The file.
+        what: String,
+        /// What the safetensors crate reported.
+        reason: String,
     },
 }

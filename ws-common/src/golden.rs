@@ -11,6 +11,8 @@
 //! a NaN's payload or a zero's sign must never be lost to a conversion on the way.
 
 pub mod fp;
+pub mod hyper_wire;
 pub mod mesh;
 pub mod optim;
+pub mod schedule;
 pub mod swarm;

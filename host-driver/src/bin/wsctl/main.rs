@@ -11,6 +11,7 @@ mod jtag_opts;
 mod link;
 mod log_echo;
 mod logs;
+mod optim;
 mod peek;
 mod ping;
 mod poke;
@@ -69,6 +70,9 @@ enum Cmd {
     /// The board over link protocol v2: HELLO and the negotiated state, pings.
     #[command(subcommand)]
     Link(link::LinkCmd),
+    /// MemoryX as a hardware optimizer: load a safetensors model, run K steps from a
+    /// gradients file, write weights and optimizer state back to safetensors.
+    Optim(optim::Args),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -93,6 +97,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Resume(a) => debug::resume(&ctx, a),
         Cmd::Regs(a) => debug::regs(&ctx, a),
         Cmd::Link(c) => link::run(&ctx, c),
+        Cmd::Optim(a) => optim::run(&ctx, a),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }
