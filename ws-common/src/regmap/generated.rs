@@ -20,7 +20,7 @@ pub mod map {
     pub const PERIPH_BASE: u32 = 0x20000000;
     /// Size of `periph` in bytes.
     pub const PERIPH_SIZE: u32 = 0x00100000;
-    /// Base of `weights`: Reserved: MemoryX weight store window (MemoryX issue).
+    /// Base of `weights`: Reserved, not decoded (reads 0). The MemoryX weight store has no CPU address: the data mover (mxdma) reaches it from store address 0 (docs/memoryx-soc.md).
     pub const WEIGHTS_BASE: u32 = 0x80000000;
     /// Size of `weights` in bytes.
     pub const WEIGHTS_SIZE: u32 = 0x40000000;
