@@ -12,6 +12,7 @@
 //! | [`uart::Uart`] | uart | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
 //! | [`hostlink::Hostlink`] | hostlink byte streams | embedded-hal-nb serial `Read<u8>`, `Write<u8>` |
 //! | [`link::LinkEngine`] | link (protocol v2 engine) | (firmware frames, DMA windows, HELLO state, counters) |
+//! | [`mx::MemoryX`] | mx (streamer layer table, slots) and mxdma (data mover) | (layers, steps, ring ↔ store moves) |
 //! | [`sysinfo::Sysinfo`] | sysinfo | (identity, slot discovery, soft reset) |
 //!
 //! Field layouts come from `ws_common::regmap`, generated from `hdl/regmap/*.toml`.
@@ -19,6 +20,7 @@
 pub mod gpio;
 pub mod hostlink;
 pub mod link;
+pub mod mx;
 pub mod sysinfo;
 pub mod timer;
 pub mod uart;

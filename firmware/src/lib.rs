@@ -5,8 +5,10 @@
 //! of `ws_common::ctrl` on the host-link byte stream (see `docs/firmware.md`).
 //!
 //! The crate is split so that the logic is tested on the host:
-//! - [`control`], [`link`] (link protocol v2 on the FIFO channels), [`timing`] and [`layout`] are plain Rust with no register access; they build
-//!   for any target and have unit tests (`cargo test --lib --target x86_64-unknown-linux-gnu`).
+//! - [`control`], [`link`] (link protocol v2 on the FIFO channels), [`mx`] (MemoryX's layer
+//!   table and checks), [`timing`] and [`layout`] are plain Rust with no register access; they
+//!   build for any target and have unit tests (`cargo test --lib --target x86_64-unknown-linux-gnu`).
+//! - [`dataplane`] sequences the bulk modes and MemoryX's host commands over [`hal`].
 //! - [`pac`] (generated) and [`hal`] are the thin layer that touches registers. They compile
 //!   on the host too but only run on the board.
 //! - `rt`, `tick`, `logger` and `board` need the RISC-V runtime and exist only on `riscv32`
@@ -18,10 +20,12 @@
 #![warn(missing_docs)]
 
 pub mod control;
+pub mod dataplane;
 pub mod hal;
 pub mod layout;
 pub mod link;
 pub mod logring;
+pub mod mx;
 pub mod pac;
 pub mod timing;
 

@@ -53,6 +53,26 @@ pub trait Engine {
     fn counter(&mut self, index: u8) -> u32;
 }
 
+/// The data-plane blocks behind the bulk channels (MemoryX: `crate::dataplane`). The link
+/// server hands them the control requests it does not answer itself; their answers are cached
+/// by request id like every other, so a retried request is never applied twice.
+pub trait DataPlane<E> {
+    /// Answers request `opcode` (its `body`) with a v2 control payload in `out`, using the
+    /// engine's bulk windows as it needs; `None` when the opcode is not a data-plane one.
+    fn request(&mut self, opcode: u8, req_id: u16, body: &[u8], out: &mut [u8], eng: &mut E)
+        -> Option<usize>;
+}
+
+/// No data plane: every request goes to the controller (host tests, a board without one).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoDataPlane;
+
+impl<E> DataPlane<E> for NoDataPlane {
+    fn request(&mut self, _: u8, _: u16, _: &[u8], _: &mut [u8], _: &mut E) -> Option<usize> {
+        None
+    }
+}
+
 /// Counters of the v2 server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -126,12 +146,13 @@ impl LinkServer {
 
     /// Takes v2 frames as a byte stream (tests; a board without the engine); every reply goes
     /// to `eng`. Returns [`Action::Reset`] right after acknowledging a `Reset`.
-    pub fn receive<B: Board>(
+    pub fn receive<B: Board, E: Engine>(
         &mut self,
         bytes: &[u8],
         ctrl: &mut Controller,
         board: &mut B,
-        eng: &mut impl Engine,
+        eng: &mut E,
+        dp: &mut impl DataPlane<E>,
     ) -> Action {
         let mut rest = bytes;
         loop {
@@ -153,7 +174,7 @@ impl LinkServer {
                 Some(Err(DecodeError::BadVersion(1))) => {}
                 Some(Err(_)) => self.counters.bad_frames = self.counters.bad_frames.wrapping_add(1),
                 Some(Ok((h, n))) => {
-                    if self.frame_in(h, n, ctrl, board, eng) == Action::Reset {
+                    if self.frame_in(h, n, ctrl, board, eng, dp) == Action::Reset {
                         return Action::Reset;
                     }
                 }
@@ -163,17 +184,18 @@ impl LinkServer {
 
     /// One whole frame of a firmware channel, as the engine hands it over: `payload` holds
     /// its first `len` bytes. Returns [`Action::Reset`] right after acknowledging a `Reset`.
-    pub fn frame<B: Board>(
+    pub fn frame<B: Board, E: Engine>(
         &mut self,
         h: Header,
         payload: &[u8],
         ctrl: &mut Controller,
         board: &mut B,
-        eng: &mut impl Engine,
+        eng: &mut E,
+        dp: &mut impl DataPlane<E>,
     ) -> Action {
         let n = payload.len().min(MAX_CTRL_PAYLOAD);
         self.payload[..n].copy_from_slice(&payload[..n]);
-        self.frame_in(h, n, ctrl, board, eng)
+        self.frame_in(h, n, ctrl, board, eng, dp)
     }
 
     /// Whether a host has said HELLO since boot (the log channel then has a reader).
@@ -195,13 +217,14 @@ impl LinkServer {
         self.counters.bad_frames = self.counters.bad_frames.wrapping_add(1);
     }
 
-    fn frame_in<B: Board>(
+    fn frame_in<B: Board, E: Engine>(
         &mut self,
         h: Header,
         len: usize,
         ctrl: &mut Controller,
         board: &mut B,
-        eng: &mut impl Engine,
+        eng: &mut E,
+        dp: &mut impl DataPlane<E>,
     ) -> Action {
         self.counters.frames = self.counters.frames.wrapping_add(1);
         match h.channel {
@@ -209,7 +232,7 @@ impl LinkServer {
                 self.hello(len, eng);
                 Action::Continue
             }
-            Channel::Control if h.has(flags::DATA) => self.control(len, ctrl, board, eng),
+            Channel::Control if h.has(flags::DATA) => self.control(len, ctrl, board, eng, dp),
             _ => {
                 self.counters.ignored = self.counters.ignored.wrapping_add(1);
                 Action::Continue
@@ -258,12 +281,13 @@ impl LinkServer {
         eng.send(&h, &body);
     }
 
-    fn control<B: Board>(
+    fn control<B: Board, E: Engine>(
         &mut self,
         len: usize,
         ctrl: &mut Controller,
         board: &mut B,
-        eng: &mut impl Engine,
+        eng: &mut E,
+        dp: &mut impl DataPlane<E>,
     ) -> Action {
         let Ok((req, body)) = CtrlHeader::decode(&self.payload[..len]) else {
             self.counters.ignored = self.counters.ignored.wrapping_add(1);
@@ -299,6 +323,13 @@ impl LinkServer {
             if let Ok(n) = n {
                 eng.send(&h(n), &out[..n]);
             }
+            return Action::Continue;
+        }
+        let mut out = [0u8; MAX_CTRL_PAYLOAD];
+        if let Some(n) = dp.request(req.opcode, req.req_id, body, &mut out, eng) {
+            let n = n.min(out.len());
+            self.cache.insert(&req, body, &out[..n]);
+            eng.send(&h(n), &out[..n]);
             return Action::Continue;
         }
         let frame = Frame { opcode: req.opcode, req_id: req.req_id, payload: body };

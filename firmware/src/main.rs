@@ -12,9 +12,11 @@ use riscv::register::{mcause, mepc, mtval};
 use ws_common::regmap::{block_name, BLOCKS};
 use ws_firmware::board::HwBoard;
 use ws_firmware::control::{self, Action, Controller, Server};
+use ws_firmware::dataplane::MemoryXPlane;
 use ws_firmware::hal::gpio::Gpio;
 use ws_firmware::hal::hostlink::Hostlink;
 use ws_firmware::hal::link::{LinkEngine, Window};
+use ws_firmware::hal::mx::MemoryX;
 use ws_firmware::hal::sysinfo::Sysinfo;
 use ws_firmware::hal::timer::{self, Timer};
 use ws_firmware::hal::uart::{self, Uart};
@@ -88,6 +90,8 @@ fn main() -> ! {
     let mut engine = LinkEngine::new(p.link);
     open_echo_windows(&mut engine);
     engine.set_rx_interrupt(true);
+    // Every MemoryX wait gives up after about 250 ms of board time (a poll is ~8 cycles).
+    let mut dataplane = MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32);
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 
@@ -111,7 +115,14 @@ fn main() -> ! {
                 None => {}
                 Some(Ok((h, n))) => {
                     idle = false;
-                    action = link.frame(h, &frame[..n], server.controller_mut(), &mut board, &mut engine);
+                    action = link.frame(
+                        h,
+                        &frame[..n],
+                        server.controller_mut(),
+                        &mut board,
+                        &mut engine,
+                        &mut dataplane,
+                    );
                 }
                 Some(Err(e)) => {
                     idle = false;
@@ -145,14 +156,15 @@ fn main() -> ! {
 /// The engine's DMA RAM split into one window per bulk receive channel (2, 3, 4), each looped
 /// back into its transmit slot (2 → 2, 3 → 3, 4 → 6): the board echoes every bulk byte from
 /// the RAM it landed in, without the CPU touching it. This is the link's self-test mode and
-/// the board's only bulk consumer until the data plane takes the channels (MemoryX, issue 5).
+/// the mode the board boots in; the host's `LinkMode` request switches to MemoryX's rings
+/// (`ws_firmware::dataplane`).
 fn open_echo_windows(engine: &mut LinkEngine) {
     let len = engine.dma_bytes() / 4;
     // Loopback is static configuration: set it while the windows are still off.
     engine.set_loopback(0b111);
     for slot in 0..3 {
         let w = Window { base: slot as u32 * len, len };
-        if !engine.open_rx(slot, w) {
+        if !engine.open_rx(slot, w, 0) {
             defmt::error!("link: RX window {=usize} at {=u32:#x}+{=u32:#x} refused", slot, w.base, w.len);
         }
     }

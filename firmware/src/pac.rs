@@ -340,7 +340,7 @@ impl Link {
     pub fn rx_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_BASE0 as usize)
     }
-    /// RX_BASE[i] for i < 3: instance i of the array, at RX_BASE0 + i × 0x20.
+    /// RX_BASE\[i\] for i < 3: instance i of the array, at RX_BASE0 + i × 0x20.
     #[inline(always)]
     pub fn rx_base(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -361,7 +361,7 @@ impl Link {
     pub fn rx_len0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_LEN0 as usize)
     }
-    /// RX_LEN[i] for i < 3: instance i of the array, at RX_LEN0 + i × 0x20.
+    /// RX_LEN\[i\] for i < 3: instance i of the array, at RX_LEN0 + i × 0x20.
     #[inline(always)]
     pub fn rx_len(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -382,7 +382,7 @@ impl Link {
     pub fn rx_en0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_EN0 as usize)
     }
-    /// RX_EN[i] for i < 3: instance i of the array, at RX_EN0 + i × 0x20.
+    /// RX_EN\[i\] for i < 3: instance i of the array, at RX_EN0 + i × 0x20.
     #[inline(always)]
     pub fn rx_en(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -403,7 +403,7 @@ impl Link {
     pub fn rx_released0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_RELEASED0 as usize)
     }
-    /// RX_RELEASED[i] for i < 3: instance i of the array, at RX_RELEASED0 + i × 0x20.
+    /// RX_RELEASED\[i\] for i < 3: instance i of the array, at RX_RELEASED0 + i × 0x20.
     #[inline(always)]
     pub fn rx_released(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -424,7 +424,7 @@ impl Link {
     pub fn rx_expected0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_EXPECTED0 as usize)
     }
-    /// RX_EXPECTED[i] for i < 3: instance i of the array, at RX_EXPECTED0 + i × 0x20.
+    /// RX_EXPECTED\[i\] for i < 3: instance i of the array, at RX_EXPECTED0 + i × 0x20.
     #[inline(always)]
     pub fn rx_expected(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -445,7 +445,7 @@ impl Link {
     pub fn rx_committed0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_COMMITTED0 as usize)
     }
-    /// RX_COMMITTED[i] for i < 3: instance i of the array, at RX_COMMITTED0 + i × 0x20.
+    /// RX_COMMITTED\[i\] for i < 3: instance i of the array, at RX_COMMITTED0 + i × 0x20.
     #[inline(always)]
     pub fn rx_committed(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -466,7 +466,7 @@ impl Link {
     pub fn rx_credit0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::RX_CREDIT0 as usize)
     }
-    /// RX_CREDIT[i] for i < 3: instance i of the array, at RX_CREDIT0 + i × 0x20.
+    /// RX_CREDIT\[i\] for i < 3: instance i of the array, at RX_CREDIT0 + i × 0x20.
     #[inline(always)]
     pub fn rx_credit(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -487,7 +487,7 @@ impl Link {
     pub fn tx_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_BASE0 as usize)
     }
-    /// TX_BASE[i] for i < 3: instance i of the array, at TX_BASE0 + i × 0x40.
+    /// TX_BASE\[i\] for i < 3: instance i of the array, at TX_BASE0 + i × 0x40.
     #[inline(always)]
     pub fn tx_base(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -508,7 +508,7 @@ impl Link {
     pub fn tx_len0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_LEN0 as usize)
     }
-    /// TX_LEN[i] for i < 3: instance i of the array, at TX_LEN0 + i × 0x40.
+    /// TX_LEN\[i\] for i < 3: instance i of the array, at TX_LEN0 + i × 0x40.
     #[inline(always)]
     pub fn tx_len(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -529,7 +529,7 @@ impl Link {
     pub fn tx_en0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_EN0 as usize)
     }
-    /// TX_EN[i] for i < 3: instance i of the array, at TX_EN0 + i × 0x40.
+    /// TX_EN\[i\] for i < 3: instance i of the array, at TX_EN0 + i × 0x40.
     #[inline(always)]
     pub fn tx_en(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -550,7 +550,7 @@ impl Link {
     pub fn tx_ready0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_READY0 as usize)
     }
-    /// TX_READY[i] for i < 3: instance i of the array, at TX_READY0 + i × 0x40.
+    /// TX_READY\[i\] for i < 3: instance i of the array, at TX_READY0 + i × 0x40.
     #[inline(always)]
     pub fn tx_ready(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -571,7 +571,7 @@ impl Link {
     pub fn tx_init_credit0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_INIT_CREDIT0 as usize)
     }
-    /// TX_INIT_CREDIT[i] for i < 3: instance i of the array, at TX_INIT_CREDIT0 + i × 0x40.
+    /// TX_INIT_CREDIT\[i\] for i < 3: instance i of the array, at TX_INIT_CREDIT0 + i × 0x40.
     #[inline(always)]
     pub fn tx_init_credit(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -592,7 +592,7 @@ impl Link {
     pub fn tx_acked_seq0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_ACKED_SEQ0 as usize)
     }
-    /// TX_ACKED_SEQ[i] for i < 3: instance i of the array, at TX_ACKED_SEQ0 + i × 0x40.
+    /// TX_ACKED_SEQ\[i\] for i < 3: instance i of the array, at TX_ACKED_SEQ0 + i × 0x40.
     #[inline(always)]
     pub fn tx_acked_seq(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -613,7 +613,7 @@ impl Link {
     pub fn tx_next_seq0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_NEXT_SEQ0 as usize)
     }
-    /// TX_NEXT_SEQ[i] for i < 3: instance i of the array, at TX_NEXT_SEQ0 + i × 0x40.
+    /// TX_NEXT_SEQ\[i\] for i < 3: instance i of the array, at TX_NEXT_SEQ0 + i × 0x40.
     #[inline(always)]
     pub fn tx_next_seq(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -634,7 +634,7 @@ impl Link {
     pub fn tx_sent_bytes0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_SENT_BYTES0 as usize)
     }
-    /// TX_SENT_BYTES[i] for i < 3: instance i of the array, at TX_SENT_BYTES0 + i × 0x40.
+    /// TX_SENT_BYTES\[i\] for i < 3: instance i of the array, at TX_SENT_BYTES0 + i × 0x40.
     #[inline(always)]
     pub fn tx_sent_bytes(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -655,7 +655,7 @@ impl Link {
     pub fn tx_acked_bytes0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_ACKED_BYTES0 as usize)
     }
-    /// TX_ACKED_BYTES[i] for i < 3: instance i of the array, at TX_ACKED_BYTES0 + i × 0x40.
+    /// TX_ACKED_BYTES\[i\] for i < 3: instance i of the array, at TX_ACKED_BYTES0 + i × 0x40.
     #[inline(always)]
     pub fn tx_acked_bytes(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -676,7 +676,7 @@ impl Link {
     pub fn tx_credit0(&self) -> Reg {
         Reg(Self::BASE + regmap::link::TX_CREDIT0 as usize)
     }
-    /// TX_CREDIT[i] for i < 3: instance i of the array, at TX_CREDIT0 + i × 0x40.
+    /// TX_CREDIT\[i\] for i < 3: instance i of the array, at TX_CREDIT0 + i × 0x40.
     #[inline(always)]
     pub fn tx_credit(&self, i: usize) -> Reg {
         debug_assert!(i < 3);
@@ -748,12 +748,12 @@ impl Mx {
     pub fn err_count(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::ERR_COUNT as usize)
     }
-    /// TS_LO (ro): Cycle counter [31:0]; reading it latches [63:32] into TS_HI.
+    /// TS_LO (ro): Cycle counter \[31:0\]; reading it latches \[63:32\] into TS_HI.
     #[inline(always)]
     pub fn ts_lo(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::TS_LO as usize)
     }
-    /// TS_HI (ro): Cycle counter [63:32] as latched by the last TS_LO read.
+    /// TS_HI (ro): Cycle counter \[63:32\] as latched by the last TS_LO read.
     #[inline(always)]
     pub fn ts_hi(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::TS_HI as usize)
@@ -763,7 +763,7 @@ impl Mx {
     pub fn cnt0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::CNT0 as usize)
     }
-    /// CNT[i] for i < 12: instance i of the array, at CNT0 + i × 0x4.
+    /// CNT\[i\] for i < 12: instance i of the array, at CNT0 + i × 0x4.
     #[inline(always)]
     pub fn cnt(&self, i: usize) -> Reg {
         debug_assert!(i < 12);
@@ -829,7 +829,7 @@ impl Mx {
     pub fn s_flags0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_FLAGS0 as usize)
     }
-    /// S_FLAGS[i] for i < 8: instance i of the array, at S_FLAGS0 + i × 0x40.
+    /// S_FLAGS\[i\] for i < 8: instance i of the array, at S_FLAGS0 + i × 0x40.
     #[inline(always)]
     pub fn s_flags(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -875,7 +875,7 @@ impl Mx {
     pub fn s_gscale0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_GSCALE0 as usize)
     }
-    /// S_GSCALE[i] for i < 8: instance i of the array, at S_GSCALE0 + i × 0x40.
+    /// S_GSCALE\[i\] for i < 8: instance i of the array, at S_GSCALE0 + i × 0x40.
     #[inline(always)]
     pub fn s_gscale(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -921,7 +921,7 @@ impl Mx {
     pub fn s_wd0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_WD0 as usize)
     }
-    /// S_WD[i] for i < 8: instance i of the array, at S_WD0 + i × 0x40.
+    /// S_WD\[i\] for i < 8: instance i of the array, at S_WD0 + i × 0x40.
     #[inline(always)]
     pub fn s_wd(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -967,7 +967,7 @@ impl Mx {
     pub fn s_decay0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_DECAY0 as usize)
     }
-    /// S_DECAY[i] for i < 8: instance i of the array, at S_DECAY0 + i × 0x40.
+    /// S_DECAY\[i\] for i < 8: instance i of the array, at S_DECAY0 + i × 0x40.
     #[inline(always)]
     pub fn s_decay(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1013,7 +1013,7 @@ impl Mx {
     pub fn s_k1_0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_K1_0 as usize)
     }
-    /// S_K1[i] for i < 8: instance i of the array, at S_K1_0 + i × 0x40.
+    /// S_K1\[i\] for i < 8: instance i of the array, at S_K1_0 + i × 0x40.
     #[inline(always)]
     pub fn s_k1(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1059,7 +1059,7 @@ impl Mx {
     pub fn s_k2_0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_K2_0 as usize)
     }
-    /// S_K2[i] for i < 8: instance i of the array, at S_K2_0 + i × 0x40.
+    /// S_K2\[i\] for i < 8: instance i of the array, at S_K2_0 + i × 0x40.
     #[inline(always)]
     pub fn s_k2(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1105,7 +1105,7 @@ impl Mx {
     pub fn s_beta2_0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_BETA2_0 as usize)
     }
-    /// S_BETA2[i] for i < 8: instance i of the array, at S_BETA2_0 + i × 0x40.
+    /// S_BETA2\[i\] for i < 8: instance i of the array, at S_BETA2_0 + i × 0x40.
     #[inline(always)]
     pub fn s_beta2(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1151,7 +1151,7 @@ impl Mx {
     pub fn s_c2_0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_C2_0 as usize)
     }
-    /// S_C2[i] for i < 8: instance i of the array, at S_C2_0 + i × 0x40.
+    /// S_C2\[i\] for i < 8: instance i of the array, at S_C2_0 + i × 0x40.
     #[inline(always)]
     pub fn s_c2(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1197,7 +1197,7 @@ impl Mx {
     pub fn s_ibc2s0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_IBC2S0 as usize)
     }
-    /// S_IBC2S[i] for i < 8: instance i of the array, at S_IBC2S0 + i × 0x40.
+    /// S_IBC2S\[i\] for i < 8: instance i of the array, at S_IBC2S0 + i × 0x40.
     #[inline(always)]
     pub fn s_ibc2s(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1243,7 +1243,7 @@ impl Mx {
     pub fn s_eps0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_EPS0 as usize)
     }
-    /// S_EPS[i] for i < 8: instance i of the array, at S_EPS0 + i × 0x40.
+    /// S_EPS\[i\] for i < 8: instance i of the array, at S_EPS0 + i × 0x40.
     #[inline(always)]
     pub fn s_eps(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1289,7 +1289,7 @@ impl Mx {
     pub fn s_neg_rate0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::S_NEG_RATE0 as usize)
     }
-    /// S_NEG_RATE[i] for i < 8: instance i of the array, at S_NEG_RATE0 + i × 0x40.
+    /// S_NEG_RATE\[i\] for i < 8: instance i of the array, at S_NEG_RATE0 + i × 0x40.
     #[inline(always)]
     pub fn s_neg_rate(&self, i: usize) -> Reg {
         debug_assert!(i < 8);
@@ -1335,7 +1335,7 @@ impl Mx {
     pub fn l_w_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_W_BASE0 as usize)
     }
-    /// L_W_BASE[i] for i < 16: instance i of the array, at L_W_BASE0 + i × 0x40.
+    /// L_W_BASE\[i\] for i < 16: instance i of the array, at L_W_BASE0 + i × 0x40.
     #[inline(always)]
     pub fn l_w_base(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1421,7 +1421,7 @@ impl Mx {
     pub fn l_m_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_M_BASE0 as usize)
     }
-    /// L_M_BASE[i] for i < 16: instance i of the array, at L_M_BASE0 + i × 0x40.
+    /// L_M_BASE\[i\] for i < 16: instance i of the array, at L_M_BASE0 + i × 0x40.
     #[inline(always)]
     pub fn l_m_base(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1507,7 +1507,7 @@ impl Mx {
     pub fn l_v_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_V_BASE0 as usize)
     }
-    /// L_V_BASE[i] for i < 16: instance i of the array, at L_V_BASE0 + i × 0x40.
+    /// L_V_BASE\[i\] for i < 16: instance i of the array, at L_V_BASE0 + i × 0x40.
     #[inline(always)]
     pub fn l_v_base(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1593,7 +1593,7 @@ impl Mx {
     pub fn l_vmax_base0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_VMAX_BASE0 as usize)
     }
-    /// L_VMAX_BASE[i] for i < 16: instance i of the array, at L_VMAX_BASE0 + i × 0x40.
+    /// L_VMAX_BASE\[i\] for i < 16: instance i of the array, at L_VMAX_BASE0 + i × 0x40.
     #[inline(always)]
     pub fn l_vmax_base(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1679,7 +1679,7 @@ impl Mx {
     pub fn l_len0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_LEN0 as usize)
     }
-    /// L_LEN[i] for i < 16: instance i of the array, at L_LEN0 + i × 0x40.
+    /// L_LEN\[i\] for i < 16: instance i of the array, at L_LEN0 + i × 0x40.
     #[inline(always)]
     pub fn l_len(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1765,7 +1765,7 @@ impl Mx {
     pub fn l_chunk0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_CHUNK0 as usize)
     }
-    /// L_CHUNK[i] for i < 16: instance i of the array, at L_CHUNK0 + i × 0x40.
+    /// L_CHUNK\[i\] for i < 16: instance i of the array, at L_CHUNK0 + i × 0x40.
     #[inline(always)]
     pub fn l_chunk(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1851,7 +1851,7 @@ impl Mx {
     pub fn l_mode0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_MODE0 as usize)
     }
-    /// L_MODE[i] for i < 16: instance i of the array, at L_MODE0 + i × 0x40.
+    /// L_MODE\[i\] for i < 16: instance i of the array, at L_MODE0 + i × 0x40.
     #[inline(always)]
     pub fn l_mode(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -1937,7 +1937,7 @@ impl Mx {
     pub fn l_step0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_STEP0 as usize)
     }
-    /// L_STEP[i] for i < 16: instance i of the array, at L_STEP0 + i × 0x40.
+    /// L_STEP\[i\] for i < 16: instance i of the array, at L_STEP0 + i × 0x40.
     #[inline(always)]
     pub fn l_step(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2023,7 +2023,7 @@ impl Mx {
     pub fn l_status0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_STATUS0 as usize)
     }
-    /// L_STATUS[i] for i < 16: instance i of the array, at L_STATUS0 + i × 0x40.
+    /// L_STATUS\[i\] for i < 16: instance i of the array, at L_STATUS0 + i × 0x40.
     #[inline(always)]
     pub fn l_status(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2109,7 +2109,7 @@ impl Mx {
     pub fn l_done0(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::L_DONE0 as usize)
     }
-    /// L_DONE[i] for i < 16: instance i of the array, at L_DONE0 + i × 0x40.
+    /// L_DONE\[i\] for i < 16: instance i of the array, at L_DONE0 + i × 0x40.
     #[inline(always)]
     pub fn l_done(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2432,7 +2432,7 @@ impl Swarm {
     pub fn up_flits0(&self) -> Reg {
         Reg(Self::BASE + regmap::swarm::UP_FLITS0 as usize)
     }
-    /// UP_FLITS[i] for i < 16: instance i of the array, at UP_FLITS0 + i × 0x10.
+    /// UP_FLITS\[i\] for i < 16: instance i of the array, at UP_FLITS0 + i × 0x10.
     #[inline(always)]
     pub fn up_flits(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2518,7 +2518,7 @@ impl Swarm {
     pub fn dn_flits0(&self) -> Reg {
         Reg(Self::BASE + regmap::swarm::DN_FLITS0 as usize)
     }
-    /// DN_FLITS[i] for i < 16: instance i of the array, at DN_FLITS0 + i × 0x10.
+    /// DN_FLITS\[i\] for i < 16: instance i of the array, at DN_FLITS0 + i × 0x10.
     #[inline(always)]
     pub fn dn_flits(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2604,7 +2604,7 @@ impl Swarm {
     pub fn up_wait0(&self) -> Reg {
         Reg(Self::BASE + regmap::swarm::UP_WAIT0 as usize)
     }
-    /// UP_WAIT[i] for i < 16: instance i of the array, at UP_WAIT0 + i × 0x10.
+    /// UP_WAIT\[i\] for i < 16: instance i of the array, at UP_WAIT0 + i × 0x10.
     #[inline(always)]
     pub fn up_wait(&self, i: usize) -> Reg {
         debug_assert!(i < 16);
@@ -2690,7 +2690,7 @@ impl Swarm {
     pub fn dn_stall0(&self) -> Reg {
         Reg(Self::BASE + regmap::swarm::DN_STALL0 as usize)
     }
-    /// DN_STALL[i] for i < 16: instance i of the array, at DN_STALL0 + i × 0x10.
+    /// DN_STALL\[i\] for i < 16: instance i of the array, at DN_STALL0 + i × 0x10.
     #[inline(always)]
     pub fn dn_stall(&self, i: usize) -> Reg {
         debug_assert!(i < 16);

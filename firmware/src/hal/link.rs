@@ -56,26 +56,78 @@ impl LinkEngine {
         1 << link::params::WINDOW_LOG2.get(self.regs.params().read())
     }
 
-    /// Opens the RX window of `slot` (channel 2 + slot). Returns whether the engine took it:
-    /// a misaligned window, or one that leaves the DMA RAM, stays off and is counted.
-    pub fn open_rx(&mut self, slot: usize, w: Window) -> bool {
+    /// Opens the RX window of `slot` (channel 2 + slot) with the consumer's released position
+    /// at `released` (the stream position up to which the ring may be overwritten). Returns
+    /// whether the engine took it: a misaligned window, or one that leaves the DMA RAM, stays
+    /// off and is counted.
+    pub fn open_rx(&mut self, slot: usize, w: Window, released: u32) -> bool {
         self.regs.rx_en(slot).write(0);
         self.regs.rx_base(slot).write(w.base);
         self.regs.rx_len(slot).write(w.len);
-        self.regs.rx_released(slot).write(0);
+        self.regs.rx_released(slot).write(released);
         self.regs.rx_en(slot).write(link::rx_en0::EN.val(1));
         // The engine checks the window on the rising enable and raises ACTIVE a few cycles on.
         (0..64).any(|_| link::rx_en0::ACTIVE.get(self.regs.rx_en(slot).read()) != 0)
     }
 
-    /// Opens the TX window of `slot` (channels 2, 3, 6).
-    pub fn open_tx(&mut self, slot: usize, w: Window) -> bool {
+    /// Opens the TX window of `slot` (channels 2, 3, 6) with the producer's ready position at
+    /// `ready` (bytes before it may be sent).
+    pub fn open_tx(&mut self, slot: usize, w: Window, ready: u32) -> bool {
         self.regs.tx_en(slot).write(0);
         self.regs.tx_base(slot).write(w.base);
         self.regs.tx_len(slot).write(w.len);
-        self.regs.tx_ready(slot).write(0);
+        self.regs.tx_ready(slot).write(ready);
         self.regs.tx_en(slot).write(link::tx_en0::EN.val(1));
         (0..64).any(|_| link::tx_en0::ACTIVE.get(self.regs.tx_en(slot).read()) != 0)
+    }
+
+    /// Closes every window of both halves.
+    pub fn close_all(&mut self) {
+        for i in 0..3 {
+            self.regs.rx_en(i).write(0);
+            self.regs.tx_en(i).write(0);
+        }
+    }
+
+    /// The loopback mask (bit `i`: RX slot `i` echoes into TX slot `i`).
+    pub fn loopback(&self) -> u8 {
+        link::ctrl::LOOPBACK.get(self.regs.ctrl().read()) as u8
+    }
+
+    /// Payload bytes RX slot `slot` has committed to its ring (wrapping stream position).
+    pub fn rx_committed(&self, slot: usize) -> u32 {
+        self.regs.rx_committed(slot).read()
+    }
+
+    /// The released position of RX slot `slot`, as last written.
+    pub fn rx_released(&self, slot: usize) -> u32 {
+        self.regs.rx_released(slot).read()
+    }
+
+    /// Gives the bytes before stream position `pos` of RX slot `slot` back to the engine.
+    pub fn release_rx(&mut self, slot: usize, pos: u32) {
+        self.regs.rx_released(slot).write(pos);
+    }
+
+    /// The ready position of TX slot `slot`, as last written.
+    pub fn tx_ready(&self, slot: usize) -> u32 {
+        self.regs.tx_ready(slot).read()
+    }
+
+    /// Lets TX slot `slot` send the bytes before stream position `pos`.
+    pub fn set_tx_ready(&mut self, slot: usize, pos: u32) {
+        self.regs.tx_ready(slot).write(pos);
+    }
+
+    /// The stream position of TX slot `slot` the host has acknowledged; bytes before it may
+    /// be overwritten.
+    pub fn tx_acked(&self, slot: usize) -> u32 {
+        self.regs.tx_acked_bytes(slot).read()
+    }
+
+    /// The stream position TX slot `slot` has sent.
+    pub fn tx_sent(&self, slot: usize) -> u32 {
+        self.regs.tx_sent_bytes(slot).read()
     }
 
     /// Loops RX slot `slot` back into TX slot `slot` (2 → 2, 3 → 3, 4 → 6) through the RX
@@ -156,7 +208,16 @@ impl Engine for LinkEngine {
         for (i, ch) in TX_CHANNELS.iter().enumerate() {
             self.regs.tx_init_credit(i).write(host[ch.index()].credit);
         }
+        // The consumer positions restart with the streams: released before the reset (a
+        // smaller credit for a cycle is harmless), ready after it (a ready position behind the
+        // old stream's sent one must never be seen).
+        for i in 0..3 {
+            self.regs.rx_released(i).write(0);
+        }
         self.regs.ch_reset().write(link::ch_reset::GO.val(1));
+        for i in 0..3 {
+            self.regs.tx_ready(i).write(0);
+        }
     }
 
     fn set_negotiated(&mut self, max_payload: u32, window: u16) {

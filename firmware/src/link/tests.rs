@@ -95,7 +95,8 @@ impl Rig {
     fn feed(&mut self, bytes: &[u8], chunk: usize) -> (Vec<(Header, Vec<u8>)>, Action) {
         let mut action = Action::Continue;
         for c in bytes.chunks(chunk.max(1)) {
-            let a = self.server.receive(c, &mut self.ctrl, &mut self.board, &mut self.engine);
+            let a =
+                self.server.receive(c, &mut self.ctrl, &mut self.board, &mut self.engine, &mut NoDataPlane);
             if a == Action::Reset {
                 action = a;
             }
@@ -276,7 +277,13 @@ fn v1_frames_are_left_to_the_v1_server_and_garbage_never_panics() {
     let mut pos = 0;
     while pos < stream.len() {
         let n = (1 + next() as usize % 300).min(stream.len() - pos);
-        rig.server.receive(&stream[pos..pos + n], &mut rig.ctrl, &mut rig.board, &mut rig.engine);
+        rig.server.receive(
+            &stream[pos..pos + n],
+            &mut rig.ctrl,
+            &mut rig.board,
+            &mut rig.engine,
+            &mut NoDataPlane,
+        );
         rig.engine.out.clear();
         pos += n;
     }

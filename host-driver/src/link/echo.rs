@@ -7,6 +7,8 @@
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use ws_common::ctrl::cmd::{BulkMode, LinkMode};
+use ws_common::ctrl::Status;
 use ws_common::link::Channel;
 
 use super::Link;
@@ -51,7 +53,8 @@ impl EchoReport {
 
 /// Runs the echo: `per_channel` bytes (rounded down to words) on each pair, streams
 /// `seed`, `seed + 1`, `seed + 2`. `progress` gets the bytes echoed so far every half second.
-/// Fails if an echo differs (SHA-256), runs long, or nothing moves for `stall`.
+/// Switches the board to its echo bulk mode first (a board whose streams moved on in
+/// MemoryX mode refuses that with `WrongMode`: connect afresh). Fails if an echo differs (SHA-256), runs long, or nothing moves for `stall`.
 pub fn run(
     link: &mut Link,
     per_channel: usize,
@@ -59,6 +62,13 @@ pub fn run(
     stall: Duration,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<EchoReport, Error> {
+    // The board echoes only in its echo bulk mode (its boot mode; `wsctl optim` leaves it in
+    // MemoryX mode). A firmware that predates bulk modes only echoes, and says so.
+    match link.request(&LinkMode { mode: BulkMode::Echo }, Duration::from_secs(30), 1) {
+        Ok(_) => {}
+        Err(e) if e.refusal() == Some(Status::UnknownOpcode) => {}
+        Err(e) => return Err(e),
+    }
     let per = per_channel & !3;
     let mut sent = [0usize; 3];
     let mut got = [0usize; 3];

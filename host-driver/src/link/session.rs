@@ -118,6 +118,21 @@ impl Link {
         timeout: Duration,
         retries: u32,
     ) -> Result<R::Output, Error> {
+        self.request_with(req, timeout, retries, &mut |_| Ok(false))
+    }
+
+    /// As [`Link::request`] for a request whose answer waits on bulk traffic (MemoryX moves
+    /// words the host streams, or streams words to the host, before it answers): `bulk` runs
+    /// after every pump, writing or reading the endpoint's bulk streams, and returns whether
+    /// it moved anything. Each move restarts the timeout, so `timeout` bounds a stall, not the
+    /// whole transfer.
+    pub fn request_with<R: Request>(
+        &mut self,
+        req: &R,
+        timeout: Duration,
+        retries: u32,
+        bulk: &mut dyn FnMut(&mut Endpoint) -> Result<bool, Error>,
+    ) -> Result<R::Output, Error> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let mut payload = [0u8; MAX_CTRL_PAYLOAD];
@@ -133,9 +148,15 @@ impl Link {
             self.wbuf.clear();
             self.ep.send_control(payload, &mut self.wbuf);
             self.t.send(&self.wbuf)?;
-            let deadline = Instant::now() + timeout;
+            let mut deadline = Instant::now() + timeout;
             while Instant::now() < deadline {
+                if bulk(&mut self.ep)? {
+                    deadline = Instant::now() + timeout;
+                }
                 self.pump(Duration::from_millis(2))?;
+                if bulk(&mut self.ep)? {
+                    deadline = Instant::now() + timeout;
+                }
                 while let Some(p) = self.ep.pop_control() {
                     let Ok((h, body)) = CtrlHeader::decode(&p) else { continue };
                     // A stale answer (an earlier request's late reply) is skipped.

@@ -2,11 +2,17 @@
 
 mod identity;
 mod link_counters;
+mod link_mode;
 mod load_begin;
 mod load_boot;
 mod load_data;
 mod loader_info;
 mod log_echo;
+mod mx_counters;
+mod mx_create;
+mod mx_info;
+mod mx_step;
+mod mx_transfer;
 mod peek;
 mod ping;
 mod poke;
@@ -15,11 +21,17 @@ mod stats;
 
 pub use identity::{BlockInfo, Identity, IdentityInfo, Window, MAX_BLOCKS};
 pub use link_counters::{CounterWords, LinkCounters, MAX_LINK_COUNTERS};
+pub use link_mode::{BulkMode, LinkMode};
 pub use load_begin::LoadBegin;
 pub use load_boot::LoadBoot;
 pub use load_data::{LoadData, MAX_LOAD_CHUNK};
 pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
+pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
+pub use mx_create::{MxCreate, MxLayerInfo};
+pub use mx_info::{MxInfo, MxInfoData};
+pub use mx_step::{MxStep, MxStepDone};
+pub use mx_transfer::{MxArray, MxRange, MxRead, MxWrite};
 pub use peek::{Peek, PeekData, MAX_PEEK};
 pub use ping::Ping;
 pub use poke::{Poke, MAX_POKE};
@@ -46,6 +58,20 @@ pub mod opcode {
     pub const LOG_ECHO: u8 = 0x07;
     /// [`super::LinkCounters`] (link protocol v2 only).
     pub const LINK_COUNTERS: u8 = 0x08;
+    /// [`super::LinkMode`] (link protocol v2 only).
+    pub const LINK_MODE: u8 = 0x09;
+    /// [`super::MxInfo`] (link v2; MemoryX).
+    pub const MX_INFO: u8 = 0x30;
+    /// [`super::MxCreate`] (link v2; MemoryX).
+    pub const MX_CREATE: u8 = 0x31;
+    /// [`super::MxWrite`] (link v2; MemoryX).
+    pub const MX_WRITE: u8 = 0x32;
+    /// [`super::MxRead`] (link v2; MemoryX).
+    pub const MX_READ: u8 = 0x33;
+    /// [`super::MxStep`] (link v2; MemoryX).
+    pub const MX_STEP: u8 = 0x34;
+    /// [`super::MxCounters`] (link v2; MemoryX).
+    pub const MX_COUNTERS: u8 = 0x35;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).

@@ -26,6 +26,18 @@ pub enum Status {
     BadImage = 9,
     /// `LoadData` or `LoadBoot` before an accepted `LoadBegin`.
     NoImage = 10,
+    /// A MemoryX request names a layer that was never created.
+    NoLayer = 11,
+    /// The weight store has no free range large enough for the layer's arrays.
+    StoreFull = 12,
+    /// A MemoryX step out of order (not the layer's last step + 1).
+    BadStep = 13,
+    /// The bulk words a request waits for did not arrive in time.
+    Timeout = 14,
+    /// MemoryX hardware refused or failed the operation (its error code is in the log).
+    DeviceFault = 15,
+    /// The bulk channels are not in the mode the request needs, or cannot switch now.
+    WrongMode = 16,
     /// A status byte this host does not know.
     Unknown = 0xff,
 }
@@ -45,6 +57,12 @@ impl Status {
             8 => Self::BadArgument,
             9 => Self::BadImage,
             10 => Self::NoImage,
+            11 => Self::NoLayer,
+            12 => Self::StoreFull,
+            13 => Self::BadStep,
+            14 => Self::Timeout,
+            15 => Self::DeviceFault,
+            16 => Self::WrongMode,
             _ => Self::Unknown,
         }
     }
@@ -65,6 +83,12 @@ impl Status {
             Self::BadArgument => "argument out of range",
             Self::BadImage => "the boot ROM refused the image (`LoaderInfo` gives the reason)",
             Self::NoImage => "no image header accepted yet: send LoadBegin first",
+            Self::NoLayer => "no such MemoryX layer: create it first (`wsctl optim` creates its layers)",
+            Self::StoreFull => "the MemoryX weight store has no room for the layer: free layers or use fewer parameters",
+            Self::BadStep => "MemoryX step out of order: a layer's steps run 1, 2, 3, ... (was this step already applied?)",
+            Self::Timeout => "the bulk data for this request did not arrive: is the host still streaming? (`wsctl link stats`)",
+            Self::DeviceFault => "MemoryX refused or failed the operation: the board log (`wsctl logs --link`) has its error code",
+            Self::WrongMode => "the bulk channels are in the wrong mode or busy: send LinkMode first, with nothing in flight",
             Self::Unknown => "unknown status code",
         }
     }

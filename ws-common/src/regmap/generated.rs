@@ -972,9 +972,9 @@ pub mod mx {
     pub const ERR_INFO: u32 = 0x01c;
     /// Offset of ERR_COUNT: Errors since reset.
     pub const ERR_COUNT: u32 = 0x020;
-    /// Offset of TS_LO: Cycle counter [31:0]; reading it latches [63:32] into TS_HI.
+    /// Offset of TS_LO: Cycle counter \[31:0\]; reading it latches \[63:32\] into TS_HI.
     pub const TS_LO: u32 = 0x024;
-    /// Offset of TS_HI: Cycle counter [63:32] as latched by the last TS_LO read.
+    /// Offset of TS_HI: Cycle counter \[63:32\] as latched by the last TS_LO read.
     pub const TS_HI: u32 = 0x028;
     /// Offset of CNT0: Streamer counter i (docs/memoryx-store.md, Counters) (instance 0 of 12.)
     pub const CNT0: u32 = 0x040;

@@ -10,9 +10,21 @@ fn camel(s: &str) -> String {
     s.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
 }
 
+/// Writes `text` as doc comments. Brackets outside code spans are escaped, so a bit range
+/// such as `[31:0]` in a register description is not read by rustdoc as an intra-doc link.
 fn doc(s: &mut String, indent: &str, text: &str) {
     for line in text.lines() {
-        let _ = writeln!(s, "{indent}/// {line}");
+        let mut out = String::with_capacity(line.len());
+        let mut in_code = false;
+        for c in line.chars() {
+            match c {
+                '`' => in_code = !in_code,
+                '[' | ']' if !in_code => out.push('\\'),
+                _ => {}
+            }
+            out.push(c);
+        }
+        let _ = writeln!(s, "{indent}/// {out}");
     }
 }
 

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use host_driver::link::{Config, Link};
 use host_driver::optim::files::{self, Grads, Model};
-use host_driver::optim::{run as run_optim, Golden, LayerConfig, MxDevice, Progress};
+use host_driver::optim::{open_board, run as run_optim, Golden, LayerConfig, MxDevice, Progress};
 use ws_common::golden::optim::Hyper;
 use ws_common::golden::schedule::{Schedule, ScheduleKind};
 
@@ -176,8 +177,13 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
     Ok(())
 }
 
-/// The board's MemoryX over the link. Temporary: the board side is being wired
-/// (`host_driver::optim::open_board`); until then only `--golden` runs.
-fn board_device(_ctx: &Ctx) -> Result<Box<dyn MxDevice>> {
-    anyhow::bail!("the board device is not wired yet: run with --golden to use the golden model on the host")
+/// The board's MemoryX over link v2: its bulk channels switched to MemoryX's rings.
+fn board_device(ctx: &Ctx) -> Result<Box<dyn MxDevice>> {
+    let (board, e) = ctx.endpoints()?;
+    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+    let link = Link::connect(t, Config::default(), ctx.timeout())
+        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let dev = open_board(link, &board.name)
+        .with_context(|| format!("opening MemoryX on board `{}`", board.name))?;
+    Ok(Box::new(dev))
 }

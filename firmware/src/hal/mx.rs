@@ -1,0 +1,240 @@
+//! MemoryX (docs/memoryx-soc.md): the streamer's layer table and constant slots (`mx`,
+//! slot 16, docs/memoryx-store.md) and the data mover (`mxdma`, slot 17) that moves words
+//! between rings in the link engine's DMA RAM and the weight store. Every wait here is
+//! bounded by a poll budget; the caller turns an expired budget into a `Timeout` answer.
+
+use ws_common::golden::optim::Consts;
+use ws_common::regmap::{mx, mxdma};
+
+use crate::pac;
+
+/// Data-mover operations (`mxdma` CMD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Op {
+    /// Ring words into the store.
+    RingToStore = 1,
+    /// Store words into a ring.
+    StoreToRing = 2,
+    /// Ring words into the streamer as gradient flits.
+    RingToGrad = 3,
+}
+
+/// A ring in the DMA RAM and where an operation starts in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    /// Byte address, aligned to `len`.
+    pub base: u32,
+    /// Bytes, a power of two.
+    pub len: u32,
+    /// Byte offset of the first word.
+    pub off: u32,
+}
+
+/// Why a MemoryX operation did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MxError {
+    /// The data mover refused or failed the operation: its STATUS.err code.
+    Mover(u8),
+    /// ENABLE refused the layer entry: the streamer's refusal code.
+    Refused(u8),
+    /// The streamer reported an error (ERR code, layer) while a step ran.
+    Streamer(u8, u16),
+    /// A wait ran out of budget.
+    Timeout,
+}
+
+/// Build parameters of the block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MxParams {
+    /// Lanes of the streamer.
+    pub lanes: u32,
+    /// Words per store beat.
+    pub beat_words: u32,
+    /// Layer table entries.
+    pub max_layers: u32,
+    /// Constant slots.
+    pub num_slots: u32,
+    /// Bytes of the weight store.
+    pub store_bytes: u32,
+}
+
+/// The two register blocks of MemoryX.
+#[derive(Debug)]
+pub struct MemoryX {
+    mx: pac::Mx,
+    dma: pac::Mxdma,
+}
+
+impl MemoryX {
+    /// Takes both blocks; the weight-out sink drops and counts (nothing reads weights out
+    /// until the wafers are wired behind SwarmX).
+    pub fn new(mx: pac::Mx, dma: pac::Mxdma) -> Self {
+        dma.wout_ctrl().write(0);
+        Self { mx, dma }
+    }
+
+    /// The build parameters.
+    pub fn params(&self) -> MxParams {
+        let c = self.mx.config().read();
+        MxParams {
+            lanes: mx::config::LANES.get(c),
+            beat_words: mx::config::BEAT_WORDS.get(c),
+            max_layers: mx::config::MAX_LAYERS.get(c),
+            num_slots: mx::config::NUM_SLOTS.get(c),
+            store_bytes: self.mx.store_bytes().read(),
+        }
+    }
+
+    /// Writes layer `i`'s entry (bases of w, m, v, vmax; length; chunk; optimizer code; fp32
+    /// weight flits; step 0 on slot `slot`) and ENABLEs it, waiting for the verdict.
+    #[allow(clippy::too_many_arguments)]
+    pub fn enable_layer(
+        &mut self,
+        i: usize,
+        bases: [u32; 4],
+        len: u32,
+        chunk: u32,
+        opt: u32,
+        slot: u32,
+        budget: u32,
+    ) -> Result<(), MxError> {
+        self.mx.l_w_base(i).write(bases[0]);
+        self.mx.l_m_base(i).write(bases[1]);
+        self.mx.l_v_base(i).write(bases[2]);
+        self.mx.l_vmax_base(i).write(bases[3]);
+        self.mx.l_len(i).write(len);
+        self.mx.l_chunk(i).write(chunk);
+        self.mx.l_mode(i).write(opt);
+        self.mx.l_step(i).write(slot << 16);
+        self.wait_cmd(budget)?;
+        self.mx.cmd().write(mx::cmd::OP.val(1) | mx::cmd::LAYER.val(i as u32));
+        self.wait_cmd(budget)?;
+        let st = self.mx.l_status(i).read();
+        if st & 1 == 0 {
+            return Err(MxError::Refused((st >> 8) as u8));
+        }
+        Ok(())
+    }
+
+    fn wait_cmd(&self, budget: u32) -> Result<(), MxError> {
+        for _ in 0..budget.max(1) {
+            if mx::status::CMD_BUSY.get(self.mx.status().read()) == 0 {
+                return Ok(());
+            }
+        }
+        Err(MxError::Timeout)
+    }
+
+    /// Writes constant slot `s`.
+    pub fn write_slot(&mut self, s: usize, c: &Consts) {
+        let r = &self.mx;
+        r.s_flags(s).write(c.flags);
+        r.s_gscale(s).write(c.gscale);
+        r.s_wd(s).write(c.wd);
+        r.s_decay(s).write(c.decay);
+        r.s_k1(s).write(c.k1);
+        r.s_k2(s).write(c.k2);
+        r.s_beta2(s).write(c.beta2);
+        r.s_c2(s).write(c.c2);
+        r.s_ibc2s(s).write(c.ibc2s);
+        r.s_eps(s).write(c.eps);
+        r.s_neg_rate(s).write(c.neg_rate);
+    }
+
+    /// Points layer `i` at step `t` (its low 16 bits, the flit's step field) on slot `s`;
+    /// restarts its DONE count.
+    pub fn set_step(&mut self, i: usize, t: u32, s: u32) {
+        self.mx.l_step(i).write((t & 0xffff) | (s << 16));
+    }
+
+    /// Update chunks layer `i` retired since its STEP was written.
+    pub fn done_chunks(&self, i: usize) -> u32 {
+        self.mx.l_done(i).read() & 0xffff
+    }
+
+    /// Errors the streamer counted since reset.
+    pub fn err_count(&self) -> u32 {
+        self.mx.err_count().read()
+    }
+
+    /// The streamer's last error: (code, layer).
+    pub fn last_err(&self) -> (u8, u16) {
+        let e = self.mx.err().read();
+        (mx::err::CODE.get(e) as u8, mx::err::LAYER.get(e) as u16)
+    }
+
+    /// Waits until layer `i` has retired `chunks` chunks since its STEP; an error the
+    /// streamer counts meanwhile (beyond `errs_before`) ends the wait.
+    pub fn wait_done(&self, i: usize, chunks: u32, errs_before: u32, budget: u32) -> Result<(), MxError> {
+        for _ in 0..budget.max(1) {
+            if self.done_chunks(i) >= chunks {
+                return Ok(());
+            }
+            if self.err_count() != errs_before {
+                let (code, layer) = self.last_err();
+                return Err(MxError::Streamer(code, layer));
+            }
+        }
+        Err(MxError::Timeout)
+    }
+
+    /// The streamer's cycle counter (low word).
+    pub fn cycles(&self) -> u32 {
+        let lo = self.mx.ts_lo().read();
+        let _ = self.mx.ts_hi().read();
+        lo
+    }
+
+    /// Streamer counter `i` (docs/memoryx-store.md "Counters").
+    pub fn counter(&self, i: usize) -> u32 {
+        self.mx.cnt(i).read()
+    }
+
+    /// The data mover's (ops, refused, status, weight-out flits, weight-out dropped,
+    /// gradient flits).
+    pub fn mover_counters(&self) -> [u32; 6] {
+        let d = &self.dma;
+        [
+            d.ops().read(),
+            d.refused().read(),
+            d.status().read(),
+            d.wout_flits().read(),
+            d.wout_dropped().read(),
+            d.grad_flits().read(),
+        ]
+    }
+
+    /// Runs one data-mover operation of `words` words and waits for it. `store` is the store
+    /// byte address (ops 1, 2); `grad` the (layer, step, chunk params, first chunk) of op 3.
+    pub fn mover(
+        &mut self,
+        op: Op,
+        ring: Ring,
+        store: u32,
+        words: u32,
+        grad: (u32, u32, u32, u32),
+        budget: u32,
+    ) -> Result<(), MxError> {
+        let d = &self.dma;
+        d.ring_base().write(ring.base);
+        d.ring_len().write(ring.len);
+        d.ring_off().write(ring.off);
+        d.store_addr().write(store);
+        d.words().write(words);
+        d.grad_hdr().write(mxdma::grad_hdr::LAYER.val(grad.0) | mxdma::grad_hdr::STEP.val(grad.1 & 0xffff));
+        d.grad_chunk().write(mxdma::grad_chunk::PARAMS.val(grad.2) | mxdma::grad_chunk::FIRST.val(grad.3));
+        d.cmd().write(op as u32);
+        for _ in 0..budget.max(1) {
+            let st = d.status().read();
+            if mxdma::status::BUSY.get(st) == 0 {
+                return match mxdma::status::ERR.get(st) as u8 {
+                    0 => Ok(()),
+                    e => Err(MxError::Mover(e)),
+                };
+            }
+        }
+        Err(MxError::Timeout)
+    }
+}
