@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use ws_common::link::gbn::{Receiver, RxDecision, Sender};
+use ws_common::link::gbn::{Receiver, RttEstimator, RxDecision, Sender};
 use ws_common::link::hello::{hello_flags, ChannelState, Hello, HelloError, HELLO_LEN};
 use ws_common::link::{
     encode_frame, flags, frame_len, Channel, DecodeError, Decoder, Event, Header, CHANNELS, MAX_FRAME,
@@ -53,8 +53,14 @@ pub struct Config {
     pub tx_buffer: usize,
     /// Bytes each receiving channel buffers for the application: its credit.
     pub rx_buffer: u32,
-    /// Retransmission timeout.
+    /// Retransmission timeout before the first round trip is measured. From then on each
+    /// sending channel adapts it to the link (RFC 6298, [`RttEstimator`]) within
+    /// `min_rto..=max_rto`.
     pub rto: u64,
+    /// Smallest adaptive retransmission timeout.
+    pub min_rto: u64,
+    /// Largest adaptive retransmission timeout (where exponential back-off stops).
+    pub max_rto: u64,
     /// Longest an accepted frame waits for its ACK.
     pub ack_delay: u64,
     /// HELLO is resent this often until answered.
@@ -70,7 +76,11 @@ impl Default for Config {
             window: 32,
             tx_buffer: 4 << 20,
             rx_buffer: 1 << 20,
-            rto: 50_000,
+            // RFC 6298 §2.1: 1 s until a round trip is measured; 10 ms at least after (a
+            // USB or PCIe board answers in well under that), 5 s at most.
+            rto: 1_000_000,
+            min_rto: 10_000,
+            max_rto: 5_000_000,
             ack_delay: 2_000,
             hello_retry: 200_000,
             resume: false,
@@ -142,6 +152,7 @@ pub struct EndpointStats {
 
 struct Tx {
     sender: Sender<MAX_WINDOW>,
+    rtt: RttEstimator,
     /// Stream bytes from the sender's acked position on: frames in flight, then bytes not
     /// yet framed.
     ring: VecDeque<u8>,
@@ -424,7 +435,10 @@ impl Endpoint {
                     old_ring.drain(..done.min(old_ring.len()));
                     ring = old_ring;
                 }
-                self.tx[i] = Some(Tx { sender, ring });
+                let rtt = RttEstimator::new(self.cfg.rto, self.cfg.min_rto, self.cfg.max_rto);
+                let mut sender = sender;
+                sender.set_rto(rtt.rto());
+                self.tx[i] = Some(Tx { sender, rtt, ring });
             }
             if self.role.receives(ch) {
                 let keep = self.rx[i].take().filter(|_| n.resume);
@@ -535,6 +549,10 @@ impl Endpoint {
         if h.has(flags::ACK) {
             if let Some(t) = self.tx[i].as_mut() {
                 let eff = t.sender.on_ack(h.ack, h.credit, h.has(flags::NAK));
+                if let Some(at) = eff.sent_at {
+                    t.rtt.sample(now.saturating_sub(at));
+                    t.sender.set_rto(t.rtt.rto());
+                }
                 t.ring.drain(..(eff.bytes as usize).min(t.ring.len()));
             }
         }
@@ -594,7 +612,10 @@ impl Endpoint {
             for ch in Channel::ALL {
                 let i = ch.index();
                 let Some(t) = self.tx[i].as_mut() else { continue };
-                t.sender.on_tick(now);
+                if t.sender.on_tick(now) {
+                    t.rtt.backoff();
+                    t.sender.set_rto(t.rtt.rto());
+                }
                 // Cut new frames from bytes not yet framed.
                 loop {
                     let len = (t.unframed().min(max) & !3) as u32;

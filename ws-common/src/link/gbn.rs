@@ -62,6 +62,11 @@ pub struct AckEffect {
     pub went_back: bool,
     /// Whether the ack was outside what was sent, or behind, and was ignored as stale.
     pub ignored: bool,
+    /// When the newest frame this ack covers was put on the wire, if it was sent exactly
+    /// once: `now - sent_at` is then a round-trip sample for [`RttEstimator`]. A frame
+    /// that was retransmitted gives none (Karn's rule, RFC 6298 §3): its ack cannot tell
+    /// which copy it answers.
+    pub sent_at: Option<u64>,
 }
 
 /// Counters of a sender.
@@ -106,6 +111,8 @@ pub struct Sender<const W: usize> {
     offsets: [u32; W],
     lens: [u32; W],
     sent_at: [u64; W],
+    /// Whether the frame in the slot has been sent more than once (no RTT sample from it).
+    resent: [bool; W],
     stats: SenderStats,
 }
 
@@ -134,6 +141,7 @@ impl<const W: usize> Sender<W> {
             offsets: [0; W],
             lens: [0; W],
             sent_at: [0; W],
+            resent: [false; W],
             stats: SenderStats::default(),
         }
     }
@@ -187,6 +195,17 @@ impl<const W: usize> Sender<W> {
         &self.stats
     }
 
+    /// The retransmission timeout in ticks.
+    pub fn rto(&self) -> u64 {
+        self.rto
+    }
+
+    /// Sets the retransmission timeout (an [`RttEstimator`] adapts it to the link; the
+    /// board's engine keeps a fixed one).
+    pub fn set_rto(&mut self, rto: u64) {
+        self.rto = rto.max(1);
+    }
+
     /// Whether a frame of `len` bytes could be queued now.
     pub fn can_queue(&self, len: u32) -> Result<(), Stall> {
         if self.in_flight() >= self.window as u32 {
@@ -233,6 +252,7 @@ impl<const W: usize> Sender<W> {
         } else {
             self.stats.retransmits += 1;
         }
+        self.resent[s] = retx;
         self.sent_at[s] = now;
         Some(Transmit { seq, offset: self.offsets[s], len: self.lens[s], retx })
     }
@@ -250,6 +270,12 @@ impl<const W: usize> Sender<W> {
             self.stats.stale_acks += 1;
             eff.ignored = true;
             return eff;
+        }
+        if self.acked != ack {
+            let newest = Self::slot(ack.wrapping_sub(1));
+            // A frame covered by the ack but never put back on the wire since a rewind
+            // (`send` behind it) still carries its first send's stamp, which is a valid sample.
+            eff.sent_at = (!self.resent[newest]).then_some(self.sent_at[newest]);
         }
         while self.acked != ack {
             let s = Self::slot(self.acked);
@@ -287,10 +313,73 @@ impl<const W: usize> Sender<W> {
         // Restart the timer so a sender that cannot transmit right away does not rewind
         // on every tick.
         self.sent_at[s] = now;
+        // Its ack may now answer either copy: no RTT sample from it.
+        self.resent[s] = true;
         self.send = self.acked;
         self.nak_honoured = None;
         self.stats.timeouts += 1;
         true
+    }
+}
+
+/// The retransmission timer of RFC 6298, in the caller's ticks: a smoothed round-trip time
+/// and its variation from the samples [`AckEffect::sent_at`] gives, and an RTO that backs off
+/// exponentially on each timeout.
+///
+/// A fixed RTO cannot serve both a board on PCIe (round trips of microseconds) and the
+/// simulated board, whose link moves 4 bytes per simulated cycle at a few hundred kHz of
+/// simulation: there a full window of 4 KiB frames on three channels takes about a second to
+/// drain, so a 50 ms timer fires on every window and go-back-N resends it forever (measured:
+/// 0.07 MiB/s echoed, 20× the frames the board accepted). The estimator learns the queueing
+/// the window causes and times out only on a real loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RttEstimator {
+    srtt: u64,
+    rttvar: u64,
+    rto: u64,
+    min: u64,
+    max: u64,
+    sampled: bool,
+}
+
+impl RttEstimator {
+    /// An estimator that starts at `initial` (RFC 6298 §2.1 says 1 s where nothing is known)
+    /// and keeps the RTO within `min..=max`.
+    pub fn new(initial: u64, min: u64, max: u64) -> Self {
+        let max = max.max(1);
+        let min = min.clamp(1, max);
+        Self { srtt: 0, rttvar: 0, rto: initial.clamp(min, max), min, max, sampled: false }
+    }
+
+    /// The current retransmission timeout.
+    pub fn rto(&self) -> u64 {
+        self.rto
+    }
+
+    /// The smoothed round-trip time, once a sample arrived.
+    pub fn srtt(&self) -> Option<u64> {
+        self.sampled.then_some(self.srtt)
+    }
+
+    /// Takes a round-trip sample `r` (RFC 6298 §2.2 and §2.3, with α = 1/8 and β = 1/4; the
+    /// clock granularity G is one tick).
+    pub fn sample(&mut self, r: u64) {
+        if !self.sampled {
+            self.srtt = r;
+            self.rttvar = r / 2;
+            self.sampled = true;
+        } else {
+            let err = self.srtt.abs_diff(r);
+            self.rttvar = self.rttvar - self.rttvar / 4 + err / 4;
+            self.srtt = self.srtt - self.srtt / 8 + r / 8;
+        }
+        let rto = self.srtt.saturating_add(self.rttvar.saturating_mul(4).max(1));
+        self.rto = rto.clamp(self.min, self.max);
+    }
+
+    /// A timeout fired: double the RTO (RFC 6298 §5.5), up to the maximum.
+    pub fn backoff(&mut self) {
+        self.rto = self.rto.saturating_mul(2).clamp(self.min, self.max);
     }
 }
 

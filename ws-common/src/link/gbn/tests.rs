@@ -216,7 +216,10 @@ fn stale_and_bogus_acks_are_ignored() {
     // An ack past anything sent.
     assert!(s.on_ack(9, 1000, false).ignored);
     // A NAK with nothing outstanding is harmless.
-    assert_eq!(s.on_ack(4, 1000, true), AckEffect { frames: 1, bytes: 10, went_back: false, ignored: false });
+    assert_eq!(
+        s.on_ack(4, 1000, true),
+        AckEffect { frames: 1, bytes: 10, went_back: false, ignored: false, sent_at: Some(0) }
+    );
     assert_eq!(s.stats().stale_acks, 2);
 }
 
@@ -527,4 +530,56 @@ fn very_lossy_transfer_still_completes() {
     for seed in 0..6u64 {
         transfer(0x5eed_0000 + seed, faults);
     }
+}
+
+#[test]
+fn acks_give_rtt_samples_only_for_frames_sent_once() {
+    let mut s = Sender::<8>::new(8, 10_000, RTO);
+    for _ in 0..3 {
+        s.queue(100).unwrap();
+    }
+    tx(&mut s, 5);
+    // The newest frame the ack covers (seq 1) was sent once, at tick 5.
+    assert_eq!(s.on_ack(2, 10_000, false).sent_at, Some(5));
+    // Seq 2 times out and goes out again: its ack gives no sample (Karn's rule).
+    assert!(s.on_tick(5 + RTO));
+    let again = tx(&mut s, 20);
+    assert_eq!(again.iter().map(|t| (t.seq, t.retx)).collect::<Vec<_>>(), [(2, true)]);
+    assert_eq!(s.on_ack(3, 10_000, false).sent_at, None);
+    // An ack that moves nothing gives nothing.
+    assert_eq!(s.on_ack(3, 10_000, false).sent_at, None);
+    // A timeout restarts the timer, and an ack arriving before the resend still gives none.
+    s.queue(100).unwrap();
+    tx(&mut s, 30);
+    assert!(s.on_tick(30 + RTO));
+    assert_eq!(s.on_ack(4, 10_000, false).sent_at, None);
+}
+
+#[test]
+fn rtt_estimator_follows_rfc_6298() {
+    let mut e = RttEstimator::new(1_000_000, 1_000, 10_000_000);
+    assert_eq!((e.rto(), e.srtt()), (1_000_000, None));
+    // First sample: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4 RTTVAR (§2.2).
+    e.sample(400_000);
+    assert_eq!((e.srtt(), e.rto()), (Some(400_000), 400_000 + 4 * 200_000));
+    // Then RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R (§2.3).
+    e.sample(200_000);
+    let rttvar = 200_000 - 50_000 + 50_000;
+    let srtt = 400_000 - 50_000 + 25_000;
+    assert_eq!((e.srtt(), e.rto()), (Some(srtt), srtt + 4 * rttvar));
+    // A steady link converges to its round trip, never below the minimum.
+    for _ in 0..200 {
+        e.sample(300);
+    }
+    assert_eq!(e.rto(), 1_000);
+    // Timeouts double the RTO up to the maximum (§5.5).
+    e.backoff();
+    assert_eq!(e.rto(), 2_000);
+    for _ in 0..40 {
+        e.backoff();
+    }
+    assert_eq!(e.rto(), 10_000_000);
+    // A bad configuration (min above max, zero) still gives a usable timer.
+    assert_eq!(RttEstimator::new(0, 50, 10).rto(), 10);
+    assert_eq!(RttEstimator::new(0, 0, 0).rto(), 1);
 }
