@@ -15,8 +15,9 @@
 //! with a generated C++ shim ([`shim`]) that exposes the ports of `V<top>.h` through a flat C
 //! ABI, and loads the library with `dlopen`. Every parameter set is its own cached library, so
 //! a parameter sweep needs no rebuild of the test binary, and any number of models live in one
-//! process. Block models are always built with FST support: [`run_test`] reruns a failing
-//! test with waves on, without recompiling.
+//! process. Block models are built with FST support only when waves are wanted
+//! ([`BlockSpec::waves`], `WS_WAVES=1`): [`run_test`] reruns a failing test with waves on a
+//! traced build of the same model.
 //!
 //! Helpers: [`StreamSource`] / [`StreamSink`] drive `s_*` / `m_*` valid/ready groups with
 //! seeded random patterns and check no-drop/no-dup and the handshake rules; [`RegPort`]
@@ -60,6 +61,11 @@ pub struct BlockSpec {
     pub vlt_files: Vec<PathBuf>,
     /// Build a `-O0` model instead of `-O3` (faster to build, slower to run).
     pub debug_build: bool,
+    /// Build the model with FST support. Off by default: Verilator's trace code is most of
+    /// what a big model compiles (the 4×4 mesh: 13 MB of its 20 MB of C++), so a model is
+    /// built with it only when waves are asked for (`WS_WAVES=1`) or a failing test is rerun
+    /// with waves, which builds the traced variant beside the plain one.
+    pub waves: bool,
     /// Cache root override (see [`crate::paths::default_cache_root`]).
     pub cache_root: Option<PathBuf>,
 }
@@ -87,6 +93,12 @@ impl BlockSpec {
         let name = name.into();
         self.params.retain(|(k, _)| *k != name);
         self.params.push((name, value.to_string()));
+        self
+    }
+
+    /// Builds the model with FST support (see [`BlockSpec::waves`]).
+    pub fn with_waves(mut self, on: bool) -> Self {
+        self.waves = on;
         self
     }
 
@@ -118,7 +130,7 @@ impl BlockSpec {
         spec.defines = self.defines.clone();
         spec.vlt_files = self.vlt_files.clone();
         spec.shim_generator = Some(shim::GENERATOR);
-        spec.trace_fst = true;
+        spec.trace_fst = self.waves || waves_requested();
         spec.opt = if self.debug_build { OptLevel::Debug } else { OptLevel::Release };
         spec.cache_root = self.cache_root.clone();
         spec
@@ -162,6 +174,9 @@ pub enum DutError {
     /// An FST file could not be opened.
     #[error("cannot open FST file {0}: check that its directory is writable")]
     Trace(PathBuf),
+    /// The model was built without FST support.
+    #[error("cannot dump waves into {0}: the model was built without FST support; build it with `BlockSpec::with_waves(true)` or set WS_WAVES=1")]
+    NoWaves(PathBuf),
 }
 
 /// A port handle from [`Dut::port`]. Cheap to copy; valid for the DUT that made it (and
@@ -486,6 +501,9 @@ impl Dut {
             .map_err(|_| DutError::Trace(path.to_path_buf()))?;
         // SAFETY: the handle is live and `c` outlives the call (the shim copies the name).
         let rc = unsafe { (self.api.trace_open)(self.h(), c.as_ptr()) };
+        if rc == -2 {
+            return Err(DutError::NoWaves(path.to_path_buf()));
+        }
         if rc != 0 {
             return Err(DutError::Trace(path.to_path_buf()));
         }

@@ -50,7 +50,10 @@ fn host_cfg() -> Config {
         window: 16,
         tx_buffer: 1 << 20,
         rx_buffer: 1 << 20,
+        // The RTO adapts (RFC 6298) from 20 000 cycles, never below it.
         rto: 20_000,
+        min_rto: 20_000,
+        max_rto: 160_000,
         ack_delay: 256,
         hello_retry: 100_000,
         resume: false,

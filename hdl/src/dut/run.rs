@@ -32,6 +32,13 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 fn fresh_dut(name: &str, spec: &BlockSpec, seed: u64, waves: Option<&PathBuf>) -> Dut {
+    let traced;
+    let spec = if waves.is_some() && !spec.waves {
+        traced = spec.clone().with_waves(true);
+        &traced
+    } else {
+        spec
+    };
     let mut dut = match Dut::build(spec) {
         Ok(d) => d,
         Err(e) => panic!("{name}: cannot build the `{}` model: {e}", spec.top),
@@ -49,8 +56,8 @@ fn fresh_dut(name: &str, spec: &BlockSpec, seed: u64, waves: Option<&PathBuf>) -
 /// [`Dut::seed`] and [`Dut::rng`]) and runs `body` on it.
 ///
 /// - With `WS_WAVES=1` every run writes `target/waves/<name>.fst`.
-/// - If `body` panics, it runs again on a fresh DUT with the same seed and FST tracing on,
-///   and the test fails with the original message plus the path of the waves, which open in
+/// - If `body` panics, it runs again on a fresh DUT with the same seed and FST tracing on
+///   (a traced build of the model, made then, or reused from the cache), and the test fails with the original message plus the path of the waves, which open in
 ///   GTKWave or Surfer.
 /// - `WS_SEED=<n>` overrides `seed`, to replay a failure seen with another seed.
 ///
