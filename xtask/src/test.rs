@@ -56,13 +56,29 @@ pub fn test(ctx: &Ctx) -> Result<()> {
     crate::build::build(ctx)?;
 
     step("workspace tests: protocol, block testbenches, host driver, hardware-in-the-loop on the simulated board");
-    run(ctx.cargo().env("WS_SIM_BIN", ctx.bin("ws-sim")).env("WS_FIRMWARE_ELF", ctx.firmware_elf()).args([
-        "test",
-        "--workspace",
-        "--quiet",
-    ]))?;
+    let tests = || {
+        let mut c = ctx.cargo();
+        c.env("WS_SIM_BIN", ctx.bin("ws-sim")).env("WS_FIRMWARE_ELF", ctx.firmware_elf());
+        c
+    };
+    if has_nextest(ctx) {
+        // Every test in its own process, two at a time across all binaries
+        // (.config/nextest.toml); `cargo test` would run the binaries one after another and
+        // leave a core idle through every single-test binary. nextest does not run
+        // doctests, so they follow.
+        run(tests().args(["nextest", "run", "--workspace"]))?;
+        run(tests().args(["test", "--workspace", "--doc", "--quiet"]))?;
+    } else {
+        eprintln!("(cargo-nextest not found: running the tests with cargo test, one binary at a time)");
+        run(tests().args(["test", "--workspace", "--quiet"]))?;
+    }
     step("fuzz: every target for a bounded time (cargo xtask fuzz)");
     crate::fuzz::fuzz(ctx, crate::fuzz::DEFAULT_SECONDS)?;
     eprintln!("all tests passed");
     Ok(())
+}
+
+/// Whether `cargo nextest` is installed.
+fn has_nextest(ctx: &Ctx) -> bool {
+    ctx.cargo().args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success())
 }
