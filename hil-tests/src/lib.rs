@@ -182,8 +182,7 @@ impl Rig {
 }
 
 /// Pings until the board answers (the firmware, or the boot ROM's loader, which also answers
-/// pings; either may still be starting), failing the scenario after
-/// [`BOOT_TIMEOUT`]. Scenarios that start their own simulator call it before their first
+/// pings; either may still be starting), failing the scenario after a minute. Scenarios that start their own simulator call it before their first
 /// command with a short timeout of its own.
 pub fn wait_for_boot(scenario: &str, client: &mut Client) {
     let start = Instant::now();
