@@ -15,7 +15,9 @@
 //!    writer, ...) are cached separately per flag set and reused by later models, which saves
 //!    most of the cost of a small block.
 //! 4. The build happens in a private `.partial` directory that is renamed into place after
-//!    `stamp` is written, so concurrent builders never see half a model.
+//!    `stamp` is written, so concurrent builders never see half a model, and under an
+//!    exclusive `flock` on `<cache>/.<name>-<hash>.lock`, so two processes that want the same
+//!    model (tests under cargo-nextest) build it once.
 //!
 //! The shared library exports only `ws_*` symbols (a linker version script), so several models,
 //! each with its own copy of the Verilator runtime, live side by side in one process.
@@ -38,7 +40,8 @@ use crate::paths;
 const RECIPE_VERSION: &str = "ws-hdl vbuild 3";
 
 /// One build at a time per process: the machine has two cores and each build already runs
-/// `make -j2`. Builds of *different* processes are kept correct by the `.partial` rename.
+/// `make -j2`. Builds of *different* processes are kept correct by the `.partial` rename and
+/// kept from repeating each other by the per-model [`ModelLock`].
 static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
 /// C++ optimisation level of the model.
@@ -299,6 +302,35 @@ pub(crate) fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::
     move |source| BuildError::Io { action, path, source }
 }
 
+/// An exclusive `flock(2)` on a model's lock file, held while the model is checked and built
+/// and released when dropped (or when the process dies). Test runners that start every test
+/// in its own process (cargo-nextest) would otherwise build a model that two tests want twice
+/// at once, each in its own `.partial` directory: the second process now waits and finds it
+/// cached. Different models still build in parallel.
+struct ModelLock(#[allow(dead_code)] std::fs::File);
+
+impl ModelLock {
+    fn acquire(path: &Path) -> Result<Self, BuildError> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io_err("opening the build lock", path))?;
+        loop {
+            // SAFETY: the descriptor is open for the whole call.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(ModelLock(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(io_err("locking", path)(e));
+            }
+        }
+    }
+}
+
 /// What `stamp` records, written last.
 #[derive(Debug, Serialize, Deserialize)]
 struct Stamp {
@@ -324,7 +356,10 @@ pub fn build(spec: &ModelSpec, progress: &mut dyn FnMut(&BuildEvent)) -> Result<
         return Ok(model);
     }
     let _guard = BUILD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    // Another thread may have built it while we waited.
+    std::fs::create_dir_all(&cache).map_err(io_err("creating", &cache))?;
+    let _model_lock =
+        ModelLock::acquire(&cache.join(format!(".{}-{}.lock", sanitize(&spec.name), &hash[..16])))?;
+    // Another thread or process may have built it while we waited.
     if let Some(model) = cached(spec, &dir, &hash, t0) {
         progress(&BuildEvent::CacheHit { name: spec.name.clone(), dir: dir.clone() });
         return Ok(model);
