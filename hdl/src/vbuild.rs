@@ -307,7 +307,9 @@ pub(crate) fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::
 /// in its own process (cargo-nextest) would otherwise build a model that two tests want twice
 /// at once, each in its own `.partial` directory: the second process now waits and finds it
 /// cached. Different models still build in parallel.
-struct ModelLock(#[allow(dead_code)] std::fs::File);
+struct ModelLock {
+    _file: std::fs::File,
+}
 
 impl ModelLock {
     fn acquire(path: &Path) -> Result<Self, BuildError> {
@@ -321,7 +323,7 @@ impl ModelLock {
         loop {
             // SAFETY: the descriptor is open for the whole call.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(ModelLock(file));
+                return Ok(ModelLock { _file: file });
             }
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {

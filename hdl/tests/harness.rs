@@ -184,3 +184,19 @@ fn stream_agents_catch_a_duplicate() {
     let msg = failure_of("harness_pipe_dup", 2);
     assert!(msg.contains("not expected") || msg.contains("expected"), "{msg}");
 }
+
+#[test]
+fn waves_need_a_traced_build_and_say_so() {
+    use ws_hdl::dut::DutError;
+    if ws_hdl::dut::waves_requested() {
+        return; // WS_WAVES=1 builds every model traced: nothing to refuse.
+    }
+    let fst = ws_hdl::paths::waves_dir().join("harness_no_waves.fst");
+    let mut plain = Dut::build(counter(8, 1)).unwrap();
+    let err = plain.trace_to(&fst).expect_err("a model built without FST support");
+    assert!(matches!(err, DutError::NoWaves(_)), "{err}");
+    assert!(err.to_string().contains("WS_WAVES=1"), "{err}");
+    let mut traced = Dut::build(counter(8, 1).with_waves(true)).unwrap();
+    traced.trace_to(&fst).expect("the traced build dumps waves");
+    assert_eq!(traced.trace_path(), Some(fst.as_path()));
+}

@@ -138,10 +138,7 @@ impl Rig {
         opts.quiet = true;
         let sim =
             SimProcess::start(&opts).unwrap_or_else(|e| panic!("{scenario}: starting the simulator: {e}"));
-        let transport = SimTransport::connect(sim.link_addr())
-            .unwrap_or_else(|e| panic!("{scenario}: connecting to the simulator's host link: {e}"));
-        let mut client = Client::new(Box::new(transport));
-        wait_for_boot(scenario, &mut client);
+        let client = booted_client(scenario, &sim);
         Some(Rig { client, board, elf, log_addr: Some(sim.log_addr()), sim: Some(sim) })
     }
 
@@ -181,10 +178,23 @@ impl Rig {
     }
 }
 
+/// A control client on `sim`'s host link, once the board answers a ping (see
+/// [`Rig::open`]). Scenarios that start their own simulator call it before their first
+/// command with a short timeout of its own: the boot ROM checks the image first, which takes
+/// seconds of wall time on a loaded machine. A v1 ping does not say HELLO, so the board still
+/// keeps its boot log for the first link host.
+pub fn booted_client(scenario: &str, sim: &SimProcess) -> Client {
+    let transport = SimTransport::connect(sim.link_addr())
+        .unwrap_or_else(|e| panic!("{scenario}: connecting to the simulator's host link: {e}"));
+    let mut client = Client::new(Box::new(transport));
+    wait_for_boot(scenario, &mut client);
+    client
+}
+
 /// Pings until the board answers (the firmware, or the boot ROM's loader, which also answers
-/// pings; either may still be starting), failing the scenario after a minute. Scenarios that start their own simulator call it before their first
-/// command with a short timeout of its own.
-pub fn wait_for_boot(scenario: &str, client: &mut Client) {
+/// pings; either may still be starting), failing the scenario after
+/// [`BOOT_TIMEOUT`].
+fn wait_for_boot(scenario: &str, client: &mut Client) {
     let start = Instant::now();
     client.set_timeout(Duration::from_millis(500));
     loop {

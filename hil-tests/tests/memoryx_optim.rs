@@ -19,7 +19,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use hil_tests::{Needs, Rig};
-use host_driver::client::Client;
 use host_driver::link::{Config, Link};
 use host_driver::optim::files::Model;
 use host_driver::optim::{open_board, Array, LayerConfig, MxDevice};
@@ -129,9 +128,8 @@ fn wsctl_optim_on_the_board_is_bit_exact_with_the_golden_model() {
         };
         let sim =
             SimProcess::start(&opts).unwrap_or_else(|e| panic!("starting the simulator on port {base}: {e}"));
-        // Booted (a v1 ping) before wsctl's own request timeouts start.
-        let t = SimTransport::connect(sim.link_addr()).expect("the simulator's host link");
-        hil_tests::wait_for_boot("memoryx_optim", &mut Client::new(Box::new(t)));
+        // Booted before wsctl's own request timeouts start.
+        hil_tests::booted_client("memoryx_optim", &sim);
         let summary = wsctl(base, &a);
         drop(sim);
         eprintln!("memoryx_optim {name} on the board:\n{summary}");

@@ -10,8 +10,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use host_driver::client::Client;
-use host_driver::transport::SimTransport;
 use ws_hdl::sim::{SimOptions, SimProcess};
 
 const BASE: u16 = 7650;
@@ -44,11 +42,8 @@ fn wsctl_link_commands_on_the_simulated_board() {
     let opts =
         SimOptions { port_base: Some(BASE), quiet: true, ..SimOptions::with_elf(hil_tests::firmware_elf()) };
     let sim = SimProcess::start(&opts).expect("starting the simulator on ports 7650..7655");
-    // The boot ROM checks the image before the firmware runs, which takes seconds of wall time
-    // on a loaded machine: wait for a v1 ping (which does not say HELLO, so the boot log is
-    // still kept for the first link host) before the commands' own 5 s timeouts start.
-    let transport = SimTransport::connect(sim.link_addr()).expect("the simulator's host link");
-    hil_tests::wait_for_boot("wsctl_link", &mut Client::new(Box::new(transport)));
+    // Booted before the commands' own 5 s timeouts start.
+    hil_tests::booted_client("wsctl_link", &sim);
 
     // First, while the board still holds its log since boot for the first host to come.
     let logs = wsctl(&["logs", "--link"]);

@@ -57,8 +57,8 @@ fn fresh_dut(name: &str, spec: &BlockSpec, seed: u64, waves: Option<&PathBuf>) -
 ///
 /// - With `WS_WAVES=1` every run writes `target/waves/<name>.fst`.
 /// - If `body` panics, it runs again on a fresh DUT with the same seed and FST tracing on
-///   (a traced build of the model, made then, or reused from the cache), and the test fails with the original message plus the path of the waves, which open in
-///   GTKWave or Surfer.
+///   (a traced build of the model, made then, or reused from the cache), and the test fails
+///   with the original message plus the path of the waves, which open in GTKWave or Surfer.
 /// - `WS_SEED=<n>` overrides `seed`, to replay a failure seen with another seed.
 ///
 /// # Panics

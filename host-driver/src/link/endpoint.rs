@@ -425,8 +425,8 @@ impl Endpoint {
             let ps = peer.state[i];
             if self.role.sends(ch) {
                 let keep = self.tx[i].take().filter(|_| n.resume);
-                let sender =
-                    Sender::resume(ps.rx_expected, ps.rx_committed, n.window, ps.credit, self.cfg.rto);
+                let rtt = RttEstimator::new(self.cfg.rto, self.cfg.min_rto, self.cfg.max_rto);
+                let sender = Sender::resume(ps.rx_expected, ps.rx_committed, n.window, ps.credit, rtt.rto());
                 let mut ring = VecDeque::new();
                 if let Some(old) = keep {
                     // Drop what the peer committed; the rest is resent from its position.
@@ -435,9 +435,6 @@ impl Endpoint {
                     old_ring.drain(..done.min(old_ring.len()));
                     ring = old_ring;
                 }
-                let rtt = RttEstimator::new(self.cfg.rto, self.cfg.min_rto, self.cfg.max_rto);
-                let mut sender = sender;
-                sender.set_rto(rtt.rto());
                 self.tx[i] = Some(Tx { sender, rtt, ring });
             }
             if self.role.receives(ch) {

@@ -195,11 +195,6 @@ impl<const W: usize> Sender<W> {
         &self.stats
     }
 
-    /// The retransmission timeout in ticks.
-    pub fn rto(&self) -> u64 {
-        self.rto
-    }
-
     /// Sets the retransmission timeout (an [`RttEstimator`] adapts it to the link; the
     /// board's engine keeps a fixed one).
     pub fn set_rto(&mut self, rto: u64) {
