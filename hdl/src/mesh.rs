@@ -61,7 +61,7 @@ pub const ROUTER_FILES: &[&str] = &["hdl/rtl/ws_mesh_router_buf.v", "hdl/rtl/ws_
 pub const FABRIC_FILES: &[&str] =
     &["hdl/rtl/ws_mesh_router_buf.v", "hdl/rtl/ws_mesh_router.v", "hdl/rtl/ws_mesh_fabric.v"];
 /// Include directory of `ws_mesh_flit.vh`.
-pub const RTL_INCLUDE_DIR: &str = "hdl/rtl/include";
+pub use crate::paths::RTL_INCLUDE_DIR;
 /// The lint waivers of the mesh RTL.
 pub const LINT_FILE: &str = "hdl/lint/mesh.vlt";
 

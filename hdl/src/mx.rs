@@ -27,6 +27,8 @@ use crate::optim::{LANE_FILES, OPTIM_VLT};
 use crate::swarm::with_fpnew;
 use crate::vbuild::BuildError;
 
+pub mod scenario;
+
 /// Repo-relative lint waivers of the MemoryX store and streamer RTL.
 pub const MX_VLT: &str = "hdl/lint/mx.vlt";
 

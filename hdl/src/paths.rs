@@ -6,6 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// The include directory of our RTL (`ws_*.vh`), workspace-relative.
+pub const RTL_INCLUDE_DIR: &str = "hdl/rtl/include";
+
 /// The workspace root: `$WS_ROOT` if set, else the directory above this crate's manifest.
 pub fn workspace_root() -> PathBuf {
     if let Some(root) = std::env::var_os("WS_ROOT") {

