@@ -26,7 +26,8 @@ module ws_optim_lane #(
     parameter FMA_REGS = 2,       // pipeline registers in each FPnew FMA, >= 1
     parameter DIVSQRT_STEPS = 2,  // digit-recurrence steps per stage of the divider and root
     parameter FIFO_DEPTH = 64,    // output FIFO (the credit limit); power of two > LATENCY + 2
-    parameter USER_WIDTH = 1      // sideband carried from s_user to m_user unchanged
+    parameter USER_WIDTH = 1,     // sideband carried from s_user to m_user unchanged
+    parameter CLOCK_GATE = 1      // stop the datapath's clock while it is empty (simulation)
 ) (
     input  wire                  clk,
     input  wire                  rst,
@@ -110,6 +111,9 @@ module ws_optim_lane #(
     wire fifo_m_valid;
     wire m_fire = fifo_m_valid && m_ready;
 
+    assign s_ready = ready_reg;
+    assign busy = |valid_reg;
+
     always @* begin
         credit_next = credit_reg + {{(CNT_W-1){1'b0}}, s_fire} - {{(CNT_W-1){1'b0}}, m_fire};
         ready_next = credit_next < FIFO_DEPTH[CNT_W-1:0];
@@ -125,6 +129,24 @@ module ws_optim_lane #(
             ready_reg <= ready_next;
             valid_reg <= {valid_reg[LATENCY-2:0], s_fire};
         end
+    end
+
+    // ---- the datapath's clock ----
+    // Everything from the input register to the FIFO's input advances in lockstep and only
+    // carries meaning where valid_reg has a 1. It needs its clock when a parameter enters
+    // (s_fire), while one is in flight (busy) and in reset; in any other cycle its registers
+    // would only take values nobody reads, so the clock can stop (ws_clock_gate; CLOCK_GATE
+    // = 0 keeps it free-running, and synthesis does not gate). The control above stays on clk.
+    wire dclk;
+    generate
+        if (CLOCK_GATE != 0) begin : gate
+            ws_clock_gate gate_inst (.clk(clk), .en(s_fire || busy || rst), .gclk(dclk));
+        end else begin : no_gate
+            assign dclk = clk;
+        end
+    endgenerate
+
+    always @(posedge dclk) begin
         w_reg <= s_w;
         m_reg <= s_m;
         v_reg <= s_v;
@@ -133,35 +155,32 @@ module ws_optim_lane #(
         user_reg <= s_user;
     end
 
-    assign s_ready = ready_reg;
-    assign busy = |valid_reg;
-
     wire adam = cfg_flags[FLAG_ADAM];
 
     // ---- T0 -> T1: g1 = g*gscale, w1 = w*decay, pm = k1*m, pv = beta2*v ----
     wire [31:0] g1, w1, pm, pv;
-    ws_optim_fma #(.LATENCY(F)) g1_inst (.clk(clk), .rst(rst), .in_a(g_reg), .in_b(cfg_gscale), .in_c(32'h8000_0000), .out_data(g1));
-    ws_optim_fma #(.LATENCY(F)) w1_inst (.clk(clk), .rst(rst), .in_a(w_reg), .in_b(cfg_decay), .in_c(32'h8000_0000), .out_data(w1));
-    ws_optim_fma #(.LATENCY(F)) pm_inst (.clk(clk), .rst(rst), .in_a(cfg_k1), .in_b(m_reg), .in_c(32'h8000_0000), .out_data(pm));
-    ws_optim_fma #(.LATENCY(F)) pv_inst (.clk(clk), .rst(rst), .in_a(cfg_beta2), .in_b(v_reg), .in_c(32'h8000_0000), .out_data(pv));
+    ws_optim_fma #(.LATENCY(F)) g1_inst (.clk(dclk), .rst(rst), .in_a(g_reg), .in_b(cfg_gscale), .in_c(32'h8000_0000), .out_data(g1));
+    ws_optim_fma #(.LATENCY(F)) w1_inst (.clk(dclk), .rst(rst), .in_a(w_reg), .in_b(cfg_decay), .in_c(32'h8000_0000), .out_data(w1));
+    ws_optim_fma #(.LATENCY(F)) pm_inst (.clk(dclk), .rst(rst), .in_a(cfg_k1), .in_b(m_reg), .in_c(32'h8000_0000), .out_data(pm));
+    ws_optim_fma #(.LATENCY(F)) pv_inst (.clk(dclk), .rst(rst), .in_a(cfg_beta2), .in_b(v_reg), .in_c(32'h8000_0000), .out_data(pv));
 
     wire [31:0] w_t1;
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T1)) w_t1_inst (.clk(clk), .in_data(w_reg), .out_data(w_t1));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T1)) w_t1_inst (.clk(dclk), .in_data(w_reg), .out_data(w_t1));
 
     // ---- T1 -> T2: g2 = L2 ? wd*w + g1 : g1 ----
     wire [31:0] g2_l2, g1_t2, pm_t2;
-    ws_optim_fma #(.LATENCY(F)) g2_inst (.clk(clk), .rst(rst), .in_a(cfg_wd), .in_b(w_t1), .in_c(g1), .out_data(g2_l2));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T2 - T1)) g1_t2_inst (.clk(clk), .in_data(g1), .out_data(g1_t2));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T2 - T1)) pm_t2_inst (.clk(clk), .in_data(pm), .out_data(pm_t2));
+    ws_optim_fma #(.LATENCY(F)) g2_inst (.clk(dclk), .rst(rst), .in_a(cfg_wd), .in_b(w_t1), .in_c(g1), .out_data(g2_l2));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T2 - T1)) g1_t2_inst (.clk(dclk), .in_data(g1), .out_data(g1_t2));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T2 - T1)) pm_t2_inst (.clk(dclk), .in_data(pm), .out_data(pm_t2));
     wire [31:0] g2 = cfg_flags[FLAG_L2] ? g2_l2 : g1_t2;
 
     // ---- T2 -> T3: m' = k2*g2 + pm (SGD: g2 on the first step, m without momentum); qv = c2*g2 ----
     wire [31:0] m_fma, qv, g2_t3, m_t3, pv_t3;
-    ws_optim_fma #(.LATENCY(F)) m_inst (.clk(clk), .rst(rst), .in_a(cfg_k2), .in_b(g2), .in_c(pm_t2), .out_data(m_fma));
-    ws_optim_fma #(.LATENCY(F)) qv_inst (.clk(clk), .rst(rst), .in_a(cfg_c2), .in_b(g2), .in_c(32'h8000_0000), .out_data(qv));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) g2_t3_inst (.clk(clk), .in_data(g2), .out_data(g2_t3));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T3)) m_t3_inst (.clk(clk), .in_data(m_reg), .out_data(m_t3));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T3 - T1)) pv_t3_inst (.clk(clk), .in_data(pv), .out_data(pv_t3));
+    ws_optim_fma #(.LATENCY(F)) m_inst (.clk(dclk), .rst(rst), .in_a(cfg_k2), .in_b(g2), .in_c(pm_t2), .out_data(m_fma));
+    ws_optim_fma #(.LATENCY(F)) qv_inst (.clk(dclk), .rst(rst), .in_a(cfg_c2), .in_b(g2), .in_c(32'h8000_0000), .out_data(qv));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) g2_t3_inst (.clk(dclk), .in_data(g2), .out_data(g2_t3));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T3)) m_t3_inst (.clk(dclk), .in_data(m_reg), .out_data(m_t3));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T3 - T1)) pv_t3_inst (.clk(dclk), .in_data(pv), .out_data(pv_t3));
     reg [31:0] m_new;
     always @* begin
         if (adam) m_new = m_fma;
@@ -172,12 +191,12 @@ module ws_optim_lane #(
 
     // ---- T3 -> T4: v' = qv*g2 + pv; Nesterov u = k1*m' + g2 ----
     wire [31:0] v_fma, u_nest, g2_t4, m_new_t4, v_t4, vmax_t4;
-    ws_optim_fma #(.LATENCY(F)) v_inst (.clk(clk), .rst(rst), .in_a(qv), .in_b(g2_t3), .in_c(pv_t3), .out_data(v_fma));
-    ws_optim_fma #(.LATENCY(F)) nest_inst (.clk(clk), .rst(rst), .in_a(cfg_k1), .in_b(m_new), .in_c(g2_t3), .out_data(u_nest));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) g2_t4_inst (.clk(clk), .in_data(g2_t3), .out_data(g2_t4));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) m_new_t4_inst (.clk(clk), .in_data(m_new), .out_data(m_new_t4));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T4)) v_t4_inst (.clk(clk), .in_data(v_reg), .out_data(v_t4));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T4)) vmax_t4_inst (.clk(clk), .in_data(vmax_reg), .out_data(vmax_t4));
+    ws_optim_fma #(.LATENCY(F)) v_inst (.clk(dclk), .rst(rst), .in_a(qv), .in_b(g2_t3), .in_c(pv_t3), .out_data(v_fma));
+    ws_optim_fma #(.LATENCY(F)) nest_inst (.clk(dclk), .rst(rst), .in_a(cfg_k1), .in_b(m_new), .in_c(g2_t3), .out_data(u_nest));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) g2_t4_inst (.clk(dclk), .in_data(g2_t3), .out_data(g2_t4));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(F)) m_new_t4_inst (.clk(dclk), .in_data(m_new), .out_data(m_new_t4));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T4)) v_t4_inst (.clk(dclk), .in_data(v_reg), .out_data(v_t4));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T4)) vmax_t4_inst (.clk(dclk), .in_data(vmax_reg), .out_data(vmax_t4));
     wire [31:0] v_new = adam ? v_fma : v_t4;
     // SGD's update direction is known here; Adam's is the quotient at T8.
     reg [31:0] u_sgd;
@@ -189,9 +208,9 @@ module ws_optim_lane #(
 
     // ---- T4 -> T5: vmax' = max(vmax, v') ----
     wire [31:0] vmax_max, v_fma_t5, vmax_t5;
-    ws_optim_max max_inst (.clk(clk), .in_a(vmax_t4), .in_b(v_fma), .out_data(vmax_max));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(1)) v_fma_t5_inst (.clk(clk), .in_data(v_fma), .out_data(v_fma_t5));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(1)) vmax_t5_inst (.clk(clk), .in_data(vmax_t4), .out_data(vmax_t5));
+    ws_optim_max max_inst (.clk(dclk), .in_a(vmax_t4), .in_b(v_fma), .out_data(vmax_max));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(1)) v_fma_t5_inst (.clk(dclk), .in_data(v_fma), .out_data(v_fma_t5));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(1)) vmax_t5_inst (.clk(dclk), .in_data(vmax_t4), .out_data(vmax_t5));
     wire        ams = adam && cfg_flags[FLAG_AMSGRAD];
     wire [31:0] vv = ams ? vmax_max : v_fma_t5;
     wire [31:0] vmax_new = ams ? vmax_max : vmax_t5;
@@ -200,32 +219,32 @@ module ws_optim_lane #(
     wire [31:0] root, den;
     wire        unused_sqrt_valid;
     ws_optim_sqrt #(.STEPS_PER_STAGE(DIVSQRT_STEPS)) sqrt_inst (
-        .clk(clk), .rst(rst), .in_valid(1'b1), .in_a(vv), .out_valid(unused_sqrt_valid), .out_data(root)
+        .clk(dclk), .rst(rst), .in_valid(1'b1), .in_a(vv), .out_valid(unused_sqrt_valid), .out_data(root)
     );
-    ws_optim_fma #(.LATENCY(F)) den_inst (.clk(clk), .rst(rst), .in_a(root), .in_b(cfg_ibc2s), .in_c(cfg_eps), .out_data(den));
+    ws_optim_fma #(.LATENCY(F)) den_inst (.clk(dclk), .rst(rst), .in_a(root), .in_b(cfg_ibc2s), .in_c(cfg_eps), .out_data(den));
 
     // ---- T7 -> T8: q = m' / den ----
     wire [31:0] m_new_t7, quo;
     wire        unused_div_valid;
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T7 - T3)) m_new_t7_inst (.clk(clk), .in_data(m_new), .out_data(m_new_t7));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T7 - T3)) m_new_t7_inst (.clk(dclk), .in_data(m_new), .out_data(m_new_t7));
     ws_optim_div #(.STEPS_PER_STAGE(DIVSQRT_STEPS)) div_inst (
-        .clk(clk), .rst(rst), .in_valid(1'b1), .in_a(m_new_t7), .in_b(den), .out_valid(unused_div_valid), .out_data(quo)
+        .clk(dclk), .rst(rst), .in_valid(1'b1), .in_a(m_new_t7), .in_b(den), .out_valid(unused_div_valid), .out_data(quo)
     );
 
     // ---- T8 -> T9: w' = neg_rate*u + w1 ----
     wire [31:0] w1_t8, u_sgd_t8, w_new;
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T8 - T1)) w1_t8_inst (.clk(clk), .in_data(w1), .out_data(w1_t8));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T8 - T4)) u_sgd_t8_inst (.clk(clk), .in_data(u_sgd), .out_data(u_sgd_t8));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T8 - T1)) w1_t8_inst (.clk(dclk), .in_data(w1), .out_data(w1_t8));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T8 - T4)) u_sgd_t8_inst (.clk(dclk), .in_data(u_sgd), .out_data(u_sgd_t8));
     wire [31:0] u = adam ? quo : u_sgd_t8;
-    ws_optim_fma #(.LATENCY(F)) w_inst (.clk(clk), .rst(rst), .in_a(cfg_neg_rate), .in_b(u), .in_c(w1_t8), .out_data(w_new));
+    ws_optim_fma #(.LATENCY(F)) w_inst (.clk(dclk), .rst(rst), .in_a(cfg_neg_rate), .in_b(u), .in_c(w1_t8), .out_data(w_new));
 
     // ---- T9: everything else waits for w' ----
     wire [31:0] m_out, v_out, vmax_out;
     wire [USER_WIDTH-1:0] user_out;
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T7)) m_out_inst (.clk(clk), .in_data(m_new_t7), .out_data(m_out));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T4)) v_out_inst (.clk(clk), .in_data(v_new), .out_data(v_out));
-    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T5)) vmax_out_inst (.clk(clk), .in_data(vmax_new), .out_data(vmax_out));
-    ws_optim_delay #(.WIDTH(USER_WIDTH), .DEPTH(T9)) user_out_inst (.clk(clk), .in_data(user_reg), .out_data(user_out));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T7)) m_out_inst (.clk(dclk), .in_data(m_new_t7), .out_data(m_out));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T4)) v_out_inst (.clk(dclk), .in_data(v_new), .out_data(v_out));
+    ws_optim_delay #(.WIDTH(32), .DEPTH(T9 - T5)) vmax_out_inst (.clk(dclk), .in_data(vmax_new), .out_data(vmax_out));
+    ws_optim_delay #(.WIDTH(USER_WIDTH), .DEPTH(T9)) user_out_inst (.clk(dclk), .in_data(user_reg), .out_data(user_out));
 
     // ---- the output FIFO the credits protect ----
     wire [OUT_W-1:0]         fifo_out;

@@ -13,7 +13,8 @@ module ws_optim_lanes #(
     parameter FMA_REGS = 2,       // pipeline registers in each FPnew FMA, >= 1
     parameter DIVSQRT_STEPS = 2,  // digit-recurrence steps per stage of the divider and root
     parameter FIFO_DEPTH = 64,    // per-lane output FIFO (credit limit), power of two
-    parameter USER_WIDTH = 1      // sideband carried from s_user to m_user (lane 0's copy)
+    parameter USER_WIDTH = 1,     // sideband carried from s_user to m_user (lane 0's copy)
+    parameter CLOCK_GATE = 1      // stop each lane's datapath clock while it is empty (ws_clock_gate)
 ) (
     input  wire                  clk,
     input  wire                  rst,
@@ -74,7 +75,8 @@ module ws_optim_lanes #(
                 .FMA_REGS(FMA_REGS),
                 .DIVSQRT_STEPS(DIVSQRT_STEPS),
                 .FIFO_DEPTH(FIFO_DEPTH),
-                .USER_WIDTH(USER_WIDTH)
+                .USER_WIDTH(USER_WIDTH),
+                .CLOCK_GATE(CLOCK_GATE)
             ) lane_inst (
                 .clk(clk),
                 .rst(rst),

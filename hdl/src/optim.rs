@@ -18,6 +18,7 @@ pub const OPTIM_VLT: &str = "hdl/lint/optim.vlt";
 /// Our RTL files of a lane, in compile order.
 pub const LANE_FILES: &[&str] = &[
     "hdl/rtl/ws_fifo.v",
+    "hdl/rtl/ws_clock_gate.v",
     "hdl/rtl/ws_optim_div.v",
     "hdl/rtl/ws_optim_sqrt.v",
     "hdl/rtl/ws_optim_fma.v",
@@ -48,9 +49,19 @@ pub const fn divsqrt_latency(steps: u32) -> u32 {
     2 + 25u32.div_ceil(steps)
 }
 
-/// `ws_optim_lanes` with `lanes` lanes (1, 2 or 4) and FPnew.
+/// `ws_optim_lanes` with `lanes` lanes (1, 2 or 4) and FPnew, each lane's datapath on its
+/// clock gate (the default, as the SoC simulates it).
 pub fn lanes_spec(lanes: u32) -> Result<BlockSpec, BuildError> {
-    let spec = BlockSpec::new("ws_optim_lanes").files(LANE_FILES.iter().copied()).param("LANES", lanes);
+    lanes_spec_with(lanes, true)
+}
+
+/// As [`lanes_spec`]; `clock_gate` false builds the free-running datapath that synthesis
+/// builds (`CLOCK_GATE` = 0), so the tests prove both behave the same.
+pub fn lanes_spec_with(lanes: u32, clock_gate: bool) -> Result<BlockSpec, BuildError> {
+    let spec = BlockSpec::new("ws_optim_lanes")
+        .files(LANE_FILES.iter().copied())
+        .param("LANES", lanes)
+        .param("CLOCK_GATE", u32::from(clock_gate));
     let mut spec = with_fpnew(spec)?;
     spec.vlt_files.push(OPTIM_VLT.into());
     Ok(spec)

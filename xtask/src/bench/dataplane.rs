@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use ws_hdl::bench::{optim, swarm};
-use ws_hdl::synth::SynthFigures;
+use ws_hdl::synth::{SynthFigures, PLACE_LIMIT};
 
 use super::{row, Row, Selection};
 use crate::util::{spinner, step};
@@ -121,7 +121,15 @@ fn synth_rows(what: &str, s: &SynthFigures, rows: &mut Vec<Row>) {
         let r = row(&format!("{what}, ECP5-85F: {cell}"), used as f64, unit);
         rows.push(ratio(r, used as f64 / have as f64, &format!("{have} in the device")));
     }
-    rows.push(row(&format!("{what}, ECP5-85F: Fmax"), s.fmax_mhz, "MHz"));
+    match s.fmax_mhz {
+        Some(f) => rows.push(row(&format!("{what}, ECP5-85F: Fmax"), f, "MHz")),
+        None => rows.push(row(
+            &format!("{what}, ECP5-85F: not placed, LUT4 use above {:.0} % (no Fmax)", PLACE_LIMIT * 100.0),
+            100.0 * s.luts as f64 / a.luts as f64,
+            "%",
+        )),
+    }
+    rows.push(row(&format!("{what}: copies that fit an ECP5-85F"), s.copies_in_device() as f64, "copies"));
 }
 
 /// MemoryX: the optimizer lanes alone (cycles per parameter per lane, first-output latency),
@@ -203,8 +211,10 @@ pub(super) fn optim_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
             pb.finish_and_clear();
             synth_rows(&format!("MemoryX {lanes} lane(s)"), &s, rows);
             // Parameters per second at that clock, at the steady-state rate measured above.
-            let rate = s.fmax_mhz * 1e6 * f64::from(lanes) / lane_cpp[lanes as usize];
-            rows.push(row(&format!("MemoryX {lanes} lane(s) at Fmax: projected parameter rate"), rate, "params/s"));
+            if let Some(f) = s.fmax_mhz {
+                let rate = f * 1e6 * f64::from(lanes) / lane_cpp[lanes as usize];
+                rows.push(row(&format!("MemoryX {lanes} lane(s) at Fmax: projected parameter rate"), rate, "params/s"));
+            }
         }
     }
     Ok(())
