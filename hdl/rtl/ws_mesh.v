@@ -99,6 +99,10 @@ module ws_mesh #(
     output wire [R*CNT_WIDTH-1:0] cnt_grad_cycles,
     // Per router: busy cycles per output port (router r port o at [(r*5+o)*CNT_WIDTH]).
     output wire [R*5*CNT_WIDTH-1:0] cnt_link_busy,
+    // Per router: flits sent per output port and color (router r port o color c at
+    // [((r*5+o)*3+c)*CNT_WIDTH]): the weight multicast on color 0, the dW/db reduction
+    // on 1, the results on 2.
+    output wire [R*5*3*CNT_WIDTH-1:0] cnt_link_flits,
     output wire [R*5*CNT_WIDTH-1:0] cnt_misroute,
     output wire [R-1:0]           router_busy,
     output wire [R*4-1:0]         stat_overflow,
@@ -143,7 +147,6 @@ module ws_mesh #(
     wire [R*C-1:0]     ml_last;
     /* verilator lint_off UNUSEDSIGNAL */
     wire [R*C*UW-1:0]  ml_user;           // headers are not used inside the mesh
-    wire [R*5*C*CNT_WIDTH-1:0] cnt_fwd_unused;
     wire [R*5*CNT_WIDTH-1:0]   cnt_stall_unused;
     wire [R*4-1:0]             credit_err_unused;
     wire [E*UW-1:0]            me_user;
@@ -204,7 +207,7 @@ module ws_mesh #(
         .cfg_out_mask(rt_cfg_out_mask),
         .cfg_quota(rt_cfg_quota),
         .cnt_clear(cnt_clear),
-        .cnt_fwd(cnt_fwd_unused),
+        .cnt_fwd(cnt_link_flits),
         .cnt_busy(cnt_link_busy),
         .cnt_stall(cnt_stall_unused),
         .cnt_misroute(cnt_misroute),

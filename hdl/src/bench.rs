@@ -7,6 +7,7 @@
 //! plain structs; printing the table and writing JSON is the xtask's job.
 
 pub mod link;
+pub mod mesh;
 pub mod optim;
 pub mod swarm;
 

@@ -13,6 +13,8 @@ use crate::swarm::with_fpnew;
 use crate::vbuild::BuildError;
 use ws_common::flit::{Flit, Header, Kind};
 
+pub mod scenario;
+
 /// Our RTL of the array, leaves first.
 pub const ARRAY_FILES: &[&str] = &[
     "hdl/rtl/ws_optim_fma.v",

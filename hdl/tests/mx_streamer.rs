@@ -24,8 +24,8 @@
 use rand::rngs::StdRng;
 use rand::RngExt;
 use ws_common::golden::optim::{step_consts, Hyper, Kind};
-use ws_hdl::dut::{run_test, Dut, Pattern};
 use ws_hdl::bench::optim::streamer_figures_on;
+use ws_hdl::dut::{run_test, Dut, Pattern};
 use ws_hdl::mx::scenario::{check_layer, check_store, init_layers, layout, setup, LayerRun};
 use ws_hdl::mx::{cnt, err, reg, sim_spec, LayerDesc, Mx, MxParams, Stall, Store, TraceRec};
 use ws_hdl::optim::{random_hyper, random_param};
@@ -481,7 +481,10 @@ fn figures(lanes: u32, seed: u64) {
         // not wait for the rest of the chunk.
         let first: Vec<u32> = f.latency.iter().map(|c| c.first_weight_out).collect();
         assert!(first.iter().all(|&l| l == first[0]), "first-weight latency grows with the chunk: {first:?}");
-        println!("  stall counters: memory {}, gradient {}, output {}", f.stalls[0], f.stalls[1], f.stalls[2]);
+        println!(
+            "  stall counters: memory {}, gradient {}, output {}",
+            f.stalls[0], f.stalls[1], f.stalls[2]
+        );
     });
 }
 

@@ -13,7 +13,9 @@
 use rand::RngExt;
 use ws_common::golden::optim::{step_consts, Consts, Hyper, Kind, Param};
 use ws_hdl::dut::{run_test, Dut, Pattern};
-use ws_hdl::optim::{lanes_spec, lanes_spec_with, random_hyper, random_lr, random_param, run_chunk, set_consts};
+use ws_hdl::optim::{
+    lanes_spec, lanes_spec_with, random_hyper, random_lr, random_param, run_chunk, set_consts,
+};
 
 /// `total` random updates of `kind` in chunks of random length (not multiples of `lanes`),
 /// each chunk under new hyperparameters, step and learning rate.

@@ -42,6 +42,8 @@ pub enum Group {
     Swarm,
     /// MemoryX optimizer lanes.
     Optim,
+    /// The wafer mesh: FMA utilisation, ingress balance, reduction links, synthesis.
+    Mesh,
     /// Host link protocol: encode/decode + CRC against memcpy, framing overhead.
     Link,
 }
@@ -118,6 +120,9 @@ pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
     }
     if sel.has(Group::Optim) {
         dataplane::optim_rows(sel, &mut rows)?;
+    }
+    if sel.has(Group::Mesh) {
+        dataplane::mesh_rows(sel, &mut rows)?;
     }
     if sel.has(Group::Link) {
         link_rows(&mut rows);
@@ -419,8 +424,12 @@ fn fmt_value(r: &Row) -> String {
         "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
-        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" | "copies" => format!("{:.0} {}", r.value, r.unit),
-        "flits/cycle" | "cycles/param" | "params/cycle" => format!("{:.4} {}", r.value, r.unit),
+        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" | "copies" => {
+            format!("{:.0} {}", r.value, r.unit)
+        }
+        "flits/cycle" | "cycles/param" | "params/cycle" | "words/cycle" => {
+            format!("{:.4} {}", r.value, r.unit)
+        }
         "MHz" => format!("{:.1} MHz", r.value),
         "params/s" => format!("{:.1} M params/s", r.value / 1e6),
         "s" if r.value < 1.0 => format!("{:.1} ms", r.value * 1e3),

@@ -234,13 +234,22 @@ pub fn streamer_figures_on(dut: &mut Dut, p: MxParams) -> StreamerFigures {
     for l in &layers {
         check_layer(&mut mx, &store, l, "after the figures");
     }
-    StreamerFigures { lanes, bus_bytes_per_cycle: bus, mem_latency: p.mem_latency, full, store: bound, latency, stalls }
+    StreamerFigures {
+        lanes,
+        bus_bytes_per_cycle: bus,
+        mem_latency: p.mem_latency,
+        full,
+        store: bound,
+        latency,
+        stalls,
+    }
 }
 
 /// Synthesises `ws_optim_lanes` with `lanes` lanes (default parameters: DIVSQRT_STEPS = 2)
 /// for an ECP5-85F with [`synth::ecp5`] at a 100 MHz target. This takes minutes (tens of
 /// minutes at four lanes).
 pub fn synth_ecp5_lanes(lanes: u32) -> Result<SynthFigures, SynthError> {
-    let job = Ecp5Job::new(format!("ws_optim_lanes_{lanes}"), "ws_optim_lanes", LANE_FILES).param("LANES", lanes);
+    let job =
+        Ecp5Job::new(format!("ws_optim_lanes_{lanes}"), "ws_optim_lanes", LANE_FILES).param("LANES", lanes);
     synth::ecp5(&job)
 }

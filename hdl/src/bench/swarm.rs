@@ -347,7 +347,7 @@ pub fn synth_ecp5_node(ports: u32) -> Result<SynthFigures, SwarmBenchError> {
     let p = NodeParams::new(ports);
     let mut job = Ecp5Job::new(format!("ws_swarm_node_{ports}"), "ws_swarm_node", NODE_FILES);
     for (k, v) in p.verilog_params() {
-        job = job.param(&k, v);
+        job = job.param(k, v);
     }
     Ok(synth::ecp5(&job)?)
 }

@@ -128,7 +128,13 @@ pub fn check_store(mx: &mut Mx<'_>, store: &Store) {
 ///
 /// # Panics
 /// When a flit differs from the model or the step does not finish in 2·10⁶ cycles.
-pub fn measured_step(mx: &mut Mx<'_>, store: &mut Store, l: &LayerRun, t: u16, rng: &mut StdRng) -> Vec<TraceRec> {
+pub fn measured_step(
+    mx: &mut Mx<'_>,
+    store: &mut Store,
+    l: &LayerRun,
+    t: u16,
+    rng: &mut StdRng,
+) -> Vec<TraceRec> {
     let c = step_consts(&l.hyper, u32::from(t), 1e-3, 1, 1);
     let slot = l.slots[usize::from(t) % 2];
     mx.write_slot(slot, &c);

