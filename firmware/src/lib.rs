@@ -27,6 +27,7 @@ pub mod link;
 pub mod logring;
 pub mod mx;
 pub mod pac;
+pub mod swarm;
 pub mod timing;
 
 #[cfg(all(target_arch = "riscv32", feature = "defmt"))]
