@@ -23,15 +23,18 @@
 
 use ws_common::ctrl::cmd::{
     opcode, BulkMode, LinkMode, MxCounterValues, MxCounters, MxCreate, MxInfo, MxInfoData, MxRead, MxStep,
-    MxStepDone, MxWrite, MX_COUNTERS,
+    MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus, SwarmStatusData, MX_COUNTERS,
+    SWARM_MAX_EVENTS,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
 
 use crate::hal::link::{LinkEngine, Window};
 use crate::hal::mx::{MemoryX, MxError, Op, Ring};
+use crate::hal::swarm::SwarmX;
 use crate::link::DataPlane;
 use crate::mx::{opt_code, Table};
+use crate::swarm::{Event, EventKind, Policy};
 
 /// RX slot of the weights the host writes (channel 2).
 const RX_WEIGHTS: usize = 0;
@@ -53,6 +56,17 @@ pub struct MemoryXPlane {
     budget: u32,
     host_refusals: u32,
     steps: u32,
+    swarm: Option<SwarmPlane>,
+}
+
+/// SwarmX and the firmware's policy for it (`crate::swarm`), when the SoC has the node.
+#[derive(Debug)]
+struct SwarmPlane {
+    hw: SwarmX,
+    policy: Policy,
+    /// CNT_ERRORS and CNT_REDUCED at the last look.
+    errors: u32,
+    reduced: u32,
 }
 
 /// Failure of a request: its status, logged with the cause.
@@ -80,7 +94,98 @@ impl MemoryXPlane {
             budget,
             host_refusals: 0,
             steps: 0,
+            swarm: None,
         }
+    }
+
+    /// Adds the SwarmX node `hw` (`SwarmX::probe`'s answer: `None` on a SoC without one),
+    /// every port active, fp32, no scale.
+    pub fn with_swarm(mut self, hw: Option<SwarmX>) -> Self {
+        self.swarm = hw.map(|hw| {
+            let mut policy = Policy::new(hw.params().ports);
+            let (errors, reduced) = hw.progress();
+            if let Ok(s) = policy.set_host(policy.active(), false) {
+                hw.apply(&s);
+            }
+            #[cfg(feature = "defmt")]
+            defmt::info!("swarmx: {=u8} ports, {=u8} adder levels", hw.params().ports, hw.params().levels);
+            SwarmPlane { hw, policy, errors, reduced }
+        });
+        self
+    }
+
+    /// Acts on what SwarmX reported since the last call: a latched abort goes to the policy,
+    /// whose new mask and scale go to the node; reduced flits without a new abort forgive
+    /// every strike. Call it from the main loop.
+    pub fn poll(&mut self) {
+        let Some(sw) = self.swarm.as_mut() else { return };
+        if let Some(a) = sw.hw.take_abort() {
+            #[cfg(feature = "defmt")]
+            defmt::warn!(
+                "swarmx: chunk aborted (code {=u8}, port {=u8}, layer {=u16} step {=u16} chunk {=u16})",
+                a.code,
+                a.port,
+                a.layer,
+                a.step,
+                a.chunk
+            );
+            if let Some(s) = sw.policy.on_abort(&a) {
+                sw.hw.apply(&s);
+                #[cfg(feature = "defmt")]
+                defmt::warn!("swarmx: ports now {=u16:#06x}", s.mask);
+            }
+        }
+        let (errors, reduced) = sw.hw.progress();
+        if errors == sw.errors && reduced != sw.reduced {
+            sw.policy.on_progress();
+        }
+        (sw.errors, sw.reduced) = (errors, reduced);
+    }
+
+    fn swarm_status(&self) -> Result<SwarmStatusData, Status> {
+        let sw = self.swarm.as_ref().ok_or(Status::NotPresent)?;
+        let mut s = sw.hw.status();
+        s.host_mask = sw.policy.host_mask();
+        s.events_lost = sw.policy.lost();
+        for (i, p) in s.port[..usize::from(s.ports)].iter_mut().enumerate() {
+            p.state = sw.policy.state(i).code();
+            p.strikes = sw.policy.strikes(i);
+        }
+        Ok(s)
+    }
+
+    fn swarm_config(&mut self, q: &SwarmConfig) -> Result<SwarmStatusData, Status> {
+        let sw = self.swarm.as_mut().ok_or(Status::NotPresent)?;
+        let p = sw.hw.params();
+        if q.dtype > 2 || (q.dtype != 0 && !p.bf16) || (q.scale && !p.scale) {
+            return Err(Status::BadArgument);
+        }
+        let s = sw.policy.set_host(q.mask, q.scale).map_err(|_| Status::BadArgument)?;
+        sw.hw.set_format(q.dtype, q.timeout);
+        sw.hw.apply(&s);
+        self.swarm_status()
+    }
+
+    fn swarm_events(&mut self) -> Result<SwarmEventList, Status> {
+        let sw = self.swarm.as_mut().ok_or(Status::NotPresent)?;
+        let blank =
+            Event { seq: 0, kind: EventKind::Abort, code: 0, port: 0, mask: 0, layer: 0, step: 0, chunk: 0 };
+        let mut got = [blank; SWARM_MAX_EVENTS];
+        let n = sw.policy.drain(&mut got);
+        let mut r = SwarmEventList { count: n as u8, ..Default::default() };
+        for (w, e) in r.events.iter_mut().zip(&got[..n]) {
+            *w = ws_common::ctrl::cmd::SwarmEvent {
+                seq: e.seq,
+                kind: e.kind as u8,
+                code: e.code,
+                port: e.port,
+                mask: e.mask,
+                layer: e.layer,
+                step: e.step,
+                chunk: e.chunk,
+            };
+        }
+        Ok(r)
     }
 
     /// The rings of MemoryX mode, each a quarter of the DMA RAM: RX0, RX1, RX2, TX0.
@@ -368,6 +473,9 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::MX_READ => self.answer::<MxRead>(req_id, body, out, |s, q| s.read(&q, eng)),
             opcode::MX_STEP => self.answer::<MxStep>(req_id, body, out, |s, q| s.step(&q, eng)),
             opcode::MX_COUNTERS => self.answer::<MxCounters>(req_id, body, out, |s, _| Ok(s.counters())),
+            opcode::SWARM_STATUS => self.answer::<SwarmStatus>(req_id, body, out, |s, _| s.swarm_status()),
+            opcode::SWARM_CONFIG => self.answer::<SwarmConfig>(req_id, body, out, |s, q| s.swarm_config(&q)),
+            opcode::SWARM_EVENTS => self.answer::<SwarmEvents>(req_id, body, out, |s, _| s.swarm_events()),
             _ => return None,
         })
     }

@@ -21,6 +21,7 @@ pub mod gpio;
 pub mod hostlink;
 pub mod link;
 pub mod mx;
+pub mod swarm;
 pub mod sysinfo;
 pub mod timer;
 pub mod uart;

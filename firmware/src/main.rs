@@ -17,6 +17,7 @@ use ws_firmware::hal::gpio::Gpio;
 use ws_firmware::hal::hostlink::Hostlink;
 use ws_firmware::hal::link::{LinkEngine, Window};
 use ws_firmware::hal::mx::MemoryX;
+use ws_firmware::hal::swarm::SwarmX;
 use ws_firmware::hal::sysinfo::Sysinfo;
 use ws_firmware::hal::timer::{self, Timer};
 use ws_firmware::hal::uart::{self, Uart};
@@ -91,7 +92,8 @@ fn main() -> ! {
     open_echo_windows(&mut engine);
     engine.set_rx_interrupt(true);
     // Every MemoryX wait gives up after about 250 ms of board time (a poll is ~8 cycles).
-    let mut dataplane = MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32);
+    let mut dataplane =
+        MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32).with_swarm(SwarmX::probe(p.swarm));
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 
@@ -147,6 +149,8 @@ fn main() -> ! {
             link.send_log(&log_out[..n], &mut engine);
             idle = false;
         }
+        // SwarmX faults: the policy masks dead ports between chunks.
+        dataplane.poll();
         if idle {
             rt::wait_for_host(&hostlink, &engine);
         }

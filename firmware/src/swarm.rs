@@ -198,6 +198,16 @@ impl Policy {
         Ok(settings)
     }
 
+    /// The host's mask.
+    pub fn host_mask(&self) -> u16 {
+        self.wanted
+    }
+
+    /// Whether the host asked for the 1/(active ports) scale.
+    pub fn scaling(&self) -> bool {
+        self.scale
+    }
+
     /// The ports taking part now.
     pub fn active(&self) -> u16 {
         self.wanted & !self.masked

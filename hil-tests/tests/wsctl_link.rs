@@ -1,7 +1,8 @@
 //! Scenario: the `wsctl link` and `wsctl logs --link` commands against the simulated board,
 //! as a user runs them: the boot log over the link (the board sends its log to whichever host
 //! is connected, so this comes first), HELLO and the channel table, pings, the bulk echo with
-//! its summary, and the counters table.
+//! its summary, the counters table, and `wsctl swarm` refused with a clear error on this SoC,
+//! which has no SwarmX yet.
 //!
 //! The simulator listens on a fixed port block (7650..7655), so `wsctl --addr` finds the PHY
 //! port at base + 4 as it does for a board's own simulator. Needs: the simulator and the
@@ -31,6 +32,19 @@ fn wsctl(args: &[&str]) -> String {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "wsctl {args:?} failed:\n{stdout}\n{stderr}");
     stdout.into_owned()
+}
+
+/// Runs wsctl expecting it to fail; returns its stderr.
+fn wsctl_fails(args: &[&str]) -> String {
+    let addr = format!("127.0.0.1:{BASE}");
+    let out = Command::new(wsctl_bin())
+        .args(["--addr", &addr, "--timeout-ms", "5000"])
+        .args(args)
+        .output()
+        .expect("running wsctl");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "wsctl {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
+    stderr
 }
 
 #[test]
@@ -75,4 +89,13 @@ fn wsctl_link_commands_on_the_simulated_board() {
     let stats = wsctl(&["link", "stats"]);
     assert_eq!(row(&stats, "2 weights")[3], "1048576", "{stats}");
     assert_eq!(row(&stats, "2 weights")[4], "0", "no CRC errors: {stats}");
+
+    // The simulated SoC has no SwarmX yet (docs/soc.md: slot 24 reads 0): the firmware
+    // probes its ID, finds none, and says so; the link stays usable.
+    for cmd in [&["swarm", "status"][..], &["swarm", "events"], &["swarm", "config", "--mask", "0x3"]] {
+        let err = wsctl_fails(cmd);
+        assert!(err.contains("does not have that block"), "wsctl {cmd:?}: {err}");
+    }
+    let ping = wsctl(&["link", "ping", "-c", "1"]);
+    assert!(ping.contains("1 pings, 1 answered"), "{ping}");
 }

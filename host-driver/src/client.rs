@@ -115,6 +115,30 @@ request!(
     |d| <ws_common::ctrl::cmd::MxCounters as Command<'_>>::decode_response(d)
 );
 
+// SwarmX (link v2). A configuration resets the firmware's masking policy, and reading the
+// events drains them: both are answered once per request id.
+request!(
+    ws_common::ctrl::cmd::SwarmStatus,
+    "SwarmStatus",
+    idempotent = true,
+    ws_common::ctrl::cmd::SwarmStatusData,
+    |d| <ws_common::ctrl::cmd::SwarmStatus as Command<'_>>::decode_response(d)
+);
+request!(
+    ws_common::ctrl::cmd::SwarmConfig,
+    "SwarmConfig",
+    idempotent = false,
+    ws_common::ctrl::cmd::SwarmStatusData,
+    |d| <ws_common::ctrl::cmd::SwarmConfig as Command<'_>>::decode_response(d)
+);
+request!(
+    ws_common::ctrl::cmd::SwarmEvents,
+    "SwarmEvents",
+    idempotent = false,
+    ws_common::ctrl::cmd::SwarmEventList,
+    |d| <ws_common::ctrl::cmd::SwarmEvents as Command<'_>>::decode_response(d)
+);
+
 impl Request for ws_common::ctrl::cmd::LinkCounters {
     const NAME: &'static str = "LinkCounters";
     const OPCODE: u8 = <Self as Command<'static>>::OPCODE;

@@ -426,6 +426,97 @@ pub fn link_counters(c: &[u32]) -> String {
     out
 }
 
+/// `wsctl swarm status`: the node's configuration, its counters and a table of its ports.
+pub fn swarm_status(s: &ws_common::ctrl::cmd::SwarmStatusData) -> String {
+    let dtype = match s.dtype {
+        0 => "fp32",
+        1 => "bf16 in, fp32 sums",
+        2 => "bf16 in and out",
+        _ => "?",
+    };
+    let scale = if s.scale_en { format!("× {}", f32::from_bits(s.scale)) } else { "off".into() };
+    let mut out = fields(&[
+        (
+            "node",
+            format!(
+                "{} ports, {} adder levels{}{}",
+                s.ports,
+                s.levels,
+                if s.bf16 { ", bf16 built" } else { "" },
+                if s.scale_built { ", scale built" } else { "" }
+            ),
+        ),
+        ("format", dtype.into()),
+        ("scale", scale),
+        ("timeout", if s.timeout == 0 { "never".into() } else { format!("{} cycles", s.timeout) }),
+        (
+            "masks",
+            format!(
+                "host {:#06x}, written {:#06x}, in effect up {:#06x} / down {:#06x}",
+                s.host_mask, s.port_mask, s.up_mask, s.dn_mask
+            ),
+        ),
+        (
+            "flits",
+            format!(
+                "{} broadcast, {} reduced, {} dropped; {} chunks aborted",
+                s.bcast, s.reduced, s.dropped, s.errors
+            ),
+        ),
+        ("reduce latency", format!("last {} cycles, max {}", s.lat_last, s.lat_max)),
+        ("events lost", s.events_lost.to_string()),
+    ]);
+    out.push_str(&format!(
+        "\n{:>4}  {:<17} {:>7}  {:>12} {:>12} {:>12} {:>12}\n",
+        "port", "state", "strikes", "up flits", "down flits", "up wait", "down stall"
+    ));
+    for (i, p) in s.port[..usize::from(s.ports)].iter().enumerate() {
+        let state = match p.state {
+            0 => "off",
+            1 => "active",
+            2 => "masked: timeout",
+            3 => "masked: mismatch",
+            _ => "?",
+        };
+        out.push_str(&format!(
+            "{i:>4}  {state:<17} {:>7}  {:>12} {:>12} {:>12} {:>12}\n",
+            p.strikes, p.up_flits, p.dn_flits, p.up_wait, p.dn_stall
+        ));
+    }
+    out
+}
+
+/// `wsctl swarm events`: one line per policy event.
+pub fn swarm_events(list: &ws_common::ctrl::cmd::SwarmEventList) -> String {
+    let mut out = String::new();
+    for e in &list.events[..usize::from(list.count)] {
+        let code = match ws_common::flit::ErrorCode::from_code(e.code) {
+            Some(ws_common::flit::ErrorCode::Timeout) => "timeout",
+            Some(ws_common::flit::ErrorCode::Mismatch) => "mismatch",
+            Some(ws_common::flit::ErrorCode::Kind) => "wrong kind",
+            None => "",
+        };
+        let what = match e.kind {
+            1 => format!("chunk aborted ({code}), port {} blamed", e.port),
+            2 => format!("port {} masked after {code}", e.port),
+            3 => format!(
+                "port {} is the last active one: kept (the step cannot finish; check the wafers)",
+                e.port
+            ),
+            4 => "host set the port mask".into(),
+            _ => format!("event kind {}", e.kind),
+        };
+        out.push_str(&format!(
+            "#{:<5} layer {:>4} step {:>5} chunk {:>5}  {what}; ports now {:#06x}\n",
+            e.seq, e.layer, e.step, e.chunk, e.mask
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("no events\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,5 +628,40 @@ mod tests {
         let mut t = Table::new(["a", "long header", "c"]);
         t.row(["wide cell", "x", ""]);
         assert_eq!(t.render(), "a          long header  c\nwide cell  x\n");
+    }
+
+    #[test]
+    fn swarm_status_table() {
+        use ws_common::ctrl::cmd::{SwarmPort, SwarmStatusData};
+        let mut s = SwarmStatusData {
+            ports: 4,
+            levels: 2,
+            bf16: true,
+            scale_built: true,
+            scale_en: true,
+            dtype: 0,
+            host_mask: 0xf,
+            port_mask: 0xb,
+            up_mask: 0xb,
+            dn_mask: 0xb,
+            scale: (1.0f32 / 3.0).to_bits(),
+            timeout: 800,
+            bcast: 12,
+            reduced: 10,
+            errors: 1,
+            ..Default::default()
+        };
+        for (i, p) in s.port[..4].iter_mut().enumerate() {
+            *p = SwarmPort {
+                state: if i == 2 { 2 } else { 1 },
+                up_flits: 10 + i as u32,
+                ..Default::default()
+            };
+        }
+        let t = swarm_status(&s);
+        assert!(t.contains("masked: timeout"), "{t}");
+        assert!(t.contains("4 ports, 2 adder levels"), "{t}");
+        assert!(t.contains("× 0.33333334"), "{t}");
+        assert_eq!(t.lines().filter(|l| l.contains("active")).count(), 3, "{t}");
     }
 }

@@ -18,6 +18,7 @@ mod ping;
 mod poke;
 mod reset;
 mod stats;
+mod swarm;
 
 pub use identity::{BlockInfo, Identity, IdentityInfo, Window, MAX_BLOCKS};
 pub use link_counters::{CounterWords, LinkCounters, MAX_LINK_COUNTERS};
@@ -37,6 +38,10 @@ pub use ping::Ping;
 pub use poke::{Poke, MAX_POKE};
 pub use reset::Reset;
 pub use stats::{Stats, StatsInfo};
+pub use swarm::{
+    SwarmConfig, SwarmEvent, SwarmEventList, SwarmEvents, SwarmPort, SwarmStatus, SwarmStatusData,
+    SWARM_MAX_EVENTS, SWARM_MAX_PORTS,
+};
 
 use super::{encode_frame, Command, Status, MAX_PAYLOAD, RESPONSE_BIT};
 
@@ -72,6 +77,12 @@ pub mod opcode {
     pub const MX_STEP: u8 = 0x34;
     /// [`super::MxCounters`] (link v2; MemoryX).
     pub const MX_COUNTERS: u8 = 0x35;
+    /// [`super::SwarmStatus`].
+    pub const SWARM_STATUS: u8 = 0x40;
+    /// [`super::SwarmConfig`].
+    pub const SWARM_CONFIG: u8 = 0x41;
+    /// [`super::SwarmEvents`].
+    pub const SWARM_EVENTS: u8 = 0x42;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).

@@ -38,6 +38,8 @@ pub enum Status {
     DeviceFault = 15,
     /// The bulk channels are not in the mode the request needs, or cannot switch now.
     WrongMode = 16,
+    /// The block the request is for is not in this board's SoC.
+    NotPresent = 17,
     /// A status byte this host does not know.
     Unknown = 0xff,
 }
@@ -63,6 +65,7 @@ impl Status {
             14 => Self::Timeout,
             15 => Self::DeviceFault,
             16 => Self::WrongMode,
+            17 => Self::NotPresent,
             _ => Self::Unknown,
         }
     }
@@ -89,6 +92,9 @@ impl Status {
             Self::Timeout => "the bulk data for this request did not arrive: is the host still streaming? (`wsctl link stats`)",
             Self::DeviceFault => "MemoryX refused or failed the operation: the board log (`wsctl logs --link`) has its error code",
             Self::WrongMode => "the bulk channels are in the wrong mode or busy: send LinkMode first, with nothing in flight",
+            Self::NotPresent => {
+                "this board's SoC does not have that block (`wsctl info` lists the blocks it has)"
+            }
             Self::Unknown => "unknown status code",
         }
     }

@@ -18,6 +18,7 @@ mod poke;
 mod reset;
 mod sim;
 mod stats;
+mod swarm;
 
 use std::process::ExitCode;
 
@@ -73,6 +74,9 @@ enum Cmd {
     /// MemoryX as a hardware optimizer: load a safetensors model, run K steps from a
     /// gradients file, write weights and optimizer state back to safetensors.
     Optim(optim::Args),
+    /// The board's SwarmX node: ports, their state and counters; configuration; events.
+    #[command(subcommand)]
+    Swarm(swarm::SwarmCmd),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -98,6 +102,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Regs(a) => debug::regs(&ctx, a),
         Cmd::Link(c) => link::run(&ctx, c),
         Cmd::Optim(a) => optim::run(&ctx, a),
+        Cmd::Swarm(c) => swarm::run(&ctx, c),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }

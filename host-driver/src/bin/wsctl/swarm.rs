@@ -1,0 +1,92 @@
+//! `wsctl swarm`: the board's SwarmX node over link protocol v2 (docs/swarmx.md "Firmware and
+//! host"): its ports, their state under the firmware's masking policy, and its counters.
+
+use anyhow::{Context, Result};
+use host_driver::link::{Config, Link};
+use host_driver::report;
+use ws_common::ctrl::cmd::{SwarmConfig, SwarmEvents, SwarmStatus};
+
+use crate::ctx::Ctx;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SwarmCmd {
+    /// The node's configuration and counters, and a table of its ports: state (active, or
+    /// masked by the firmware after a timeout or repeated mismatches), strikes, flits and
+    /// stall cycles each way.
+    Status,
+    /// Set which ports take part, the wire format, the 1/(active ports) scale and the
+    /// timeout. Clears the ports the firmware masked.
+    Config {
+        /// Active ports as a bit mask (0x0f = ports 0..3).
+        #[arg(long, value_parser = parse_mask)]
+        mask: u16,
+        /// Wire format: fp32, bf16 (bf16 in, fp32 sums) or bf16-out (bf16 in and out).
+        #[arg(long, default_value = "fp32", value_parser = ["fp32", "bf16", "bf16-out"])]
+        dtype: String,
+        /// Multiply each sum by 1/(active ports).
+        #[arg(long)]
+        scale: bool,
+        /// Cycles an active port may lag its peers before it is flagged (0: never).
+        #[arg(long, default_value_t = 100_000)]
+        timeout: u32,
+    },
+    /// The firmware's events since the last read: aborted chunks, masked ports.
+    Events,
+}
+
+fn parse_mask(s: &str) -> std::result::Result<u16, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u16::from_str_radix(h, 16),
+        None => t.parse::<u16>(),
+    };
+    v.map_err(|e| format!("`{s}` is not a 16-bit port mask ({e}); write it like 0x0f"))
+}
+
+pub fn run(ctx: &Ctx, cmd: SwarmCmd) -> Result<()> {
+    let (board, e) = ctx.endpoints()?;
+    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+    let mut link = Link::connect(t, Config::default(), ctx.timeout())
+        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (timeout, retries) = (ctx.timeout(), ctx.global.retries);
+    match cmd {
+        SwarmCmd::Status => {
+            let s = link
+                .request(&SwarmStatus, timeout, retries)
+                .context("reading SwarmX's status (SwarmStatus)")?;
+            print!("{}", report::swarm_status(&s));
+        }
+        SwarmCmd::Config { mask, dtype, scale, timeout: cycles } => {
+            let dtype = match dtype.as_str() {
+                "bf16" => 1,
+                "bf16-out" => 2,
+                _ => 0,
+            };
+            let q = SwarmConfig { mask, dtype, scale, timeout: cycles };
+            let s = link.request(&q, timeout, retries).with_context(|| {
+                format!("configuring SwarmX (SwarmConfig {q:?}): the mask must name only ports the node has")
+            })?;
+            print!("{}", report::swarm_status(&s));
+        }
+        SwarmCmd::Events => {
+            let ev = link
+                .request(&SwarmEvents, timeout, retries)
+                .context("reading SwarmX's events (SwarmEvents)")?;
+            print!("{}", report::swarm_events(&ev));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_parse_in_hex_and_decimal() {
+        assert_eq!(parse_mask("0x0f"), Ok(15));
+        assert_eq!(parse_mask("7"), Ok(7));
+        assert!(parse_mask("0x10000").is_err());
+        assert!(parse_mask("ports").unwrap_err().contains("0x0f"));
+    }
+}
