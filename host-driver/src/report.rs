@@ -659,6 +659,7 @@ mod tests {
             };
         }
         let t = swarm_status(&s);
+        eprintln!("{t}");
         assert!(t.contains("masked: timeout"), "{t}");
         assert!(t.contains("4 ports, 2 adder levels"), "{t}");
         assert!(t.contains("× 0.33333334"), "{t}");
