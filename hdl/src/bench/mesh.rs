@@ -103,6 +103,50 @@ pub fn array_utilisation(side: usize, bs: &[usize], seed: u64) -> Result<Vec<Uti
     Ok(out)
 }
 
+/// One layer of [`mlp_layers`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MlpLayer {
+    /// Inputs.
+    pub k: usize,
+    /// Outputs.
+    pub m: usize,
+    /// Cycles from its first weight word to its last word out, forward and backward.
+    pub cycles: u64,
+    /// FMAs: forward B·K·M, dx B·K·M and dW/db (K + 1)·M per sample, every PE.
+    pub fmas: u64,
+}
+
+/// The layers of a 64→128→64→10 MLP, each forward and backward (ReLU on the hidden layers)
+/// on a `side` × `side` array of [`BENCH_PE`]s at `b` samples per PE with every port at full
+/// rate, every word checked against the golden model. The loss stage is not in the PE yet,
+/// so each layer's output gradients come in with its samples; the layers run one after the
+/// other, so the sum of their cycles is a step without the loss and without overlap between
+/// layers.
+pub fn mlp_layers(side: usize, b: usize, seed: u64) -> Result<Vec<MlpLayer>, DutError> {
+    let mut dut = Dut::build(top::array_spec(&scenario::params(side, BENCH_PE))?)?;
+    dut.set_seed(seed);
+    dut.reset(4);
+    top::configure_routes(&mut dut, &scenario::checked_routes(side));
+    let mut rng = dut.rng(5);
+    let mut out = Vec::new();
+    for (k, m, relu) in [(64usize, 128usize, true), (128, 64, true), (64, 10, false)] {
+        let c = Case {
+            k,
+            m,
+            b,
+            n: side * side * b,
+            relu,
+            rows_per_chunk: 8,
+            backward: true,
+            values: Values::Mild(100),
+            pats: FULL,
+        };
+        let r = scenario::run_case(&mut dut, &mut rng, side, &c);
+        out.push(MlpLayer { k, m, cycles: r.out.cycles, fmas: r.fmas });
+    }
+    Ok(out)
+}
+
 /// Synthesises one `ws_mesh_pe` as the array tests build it ([`scenario::TEST_PE`]: 2048
 /// SRAM words, FMA_LAT 3, MAX_B 4, 16 instructions) for an ECP5-85F. Minutes.
 pub fn synth_ecp5_pe() -> Result<SynthFigures, SynthError> {

