@@ -22,13 +22,18 @@ fn wsctl_bin() -> PathBuf {
     bin
 }
 
-fn wsctl(args: &[&str]) -> String {
+/// Runs wsctl against the simulator's port block.
+fn run_wsctl(args: &[&str]) -> std::process::Output {
     let addr = format!("127.0.0.1:{BASE}");
-    let out = Command::new(wsctl_bin())
+    Command::new(wsctl_bin())
         .args(["--addr", &addr, "--timeout-ms", "5000"])
         .args(args)
         .output()
-        .expect("running wsctl");
+        .expect("running wsctl")
+}
+
+fn wsctl(args: &[&str]) -> String {
+    let out = run_wsctl(args);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "wsctl {args:?} failed:\n{stdout}\n{stderr}");
     stdout.into_owned()
@@ -36,15 +41,9 @@ fn wsctl(args: &[&str]) -> String {
 
 /// Runs wsctl expecting it to fail; returns its stderr.
 fn wsctl_fails(args: &[&str]) -> String {
-    let addr = format!("127.0.0.1:{BASE}");
-    let out = Command::new(wsctl_bin())
-        .args(["--addr", &addr, "--timeout-ms", "5000"])
-        .args(args)
-        .output()
-        .expect("running wsctl");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = run_wsctl(args);
     assert!(!out.status.success(), "wsctl {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
-    stderr
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
