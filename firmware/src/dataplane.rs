@@ -23,8 +23,8 @@
 
 use ws_common::ctrl::cmd::{
     opcode, BulkMode, LinkMode, MxCounterValues, MxCounters, MxCreate, MxInfo, MxInfoData, MxRead, MxStep,
-    MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus, SwarmStatusData, MX_COUNTERS,
-    SWARM_MAX_EVENTS,
+    MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus, SwarmStatusData, MAX_REFEEDS,
+    MX_COUNTERS, SWARM_MAX_EVENTS,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
@@ -33,7 +33,7 @@ use crate::hal::link::{LinkEngine, Window};
 use crate::hal::mx::{MemoryX, MxError, Op, Ring};
 use crate::hal::swarm::SwarmX;
 use crate::link::DataPlane;
-use crate::mx::{opt_code, Table};
+use crate::mx::{opt_code, Layer, Table};
 use crate::swarm::{Event, EventKind, Policy};
 
 /// RX slot of the weights the host writes (channel 2).
@@ -67,7 +67,22 @@ struct SwarmPlane {
     /// CNT_ERRORS and CNT_REDUCED at the last look.
     errors: u32,
     reduced: u32,
+    /// Fault injection (`SwarmConfig::dead`): wafers whose words multi-wafer steps skip.
+    dead: u16,
 }
+
+/// How one chunk of a multi-wafer step ended.
+enum ChunkEnd {
+    /// It retired in the store.
+    Retired,
+    /// SwarmX aborted it; `clean` when the streamer refused it at its first flit, so none
+    /// of it was applied and it can be fed again.
+    Aborted { clean: bool },
+}
+
+/// The streamer's code for a gradient chunk whose first flit is not a gradient (SwarmX's
+/// error flit in its place): refused whole, nothing applied (docs/memoryx-store.md "Errors").
+const E_GRAD_KIND: u8 = 0x14;
 
 /// Failure of a request: its status, logged with the cause.
 fn fault(e: MxError) -> Status {
@@ -107,9 +122,11 @@ impl MemoryXPlane {
             if let Ok(s) = policy.set_host(policy.active(), false) {
                 hw.apply(&s);
             }
+            // An abort wakes the core from WFI (rt::wait_for_host), so the policy acts at once.
+            hw.enable_irq();
             #[cfg(feature = "defmt")]
             defmt::info!("swarmx: {=u8} ports, {=u8} adder levels", hw.params().ports, hw.params().levels);
-            SwarmPlane { hw, policy, errors, reduced }
+            SwarmPlane { hw, policy, errors, reduced, dead: 0 }
         });
         self
     }
@@ -162,6 +179,7 @@ impl MemoryXPlane {
         }
         let s = sw.policy.set_host(q.mask, q.scale).map_err(|_| Status::BadArgument)?;
         sw.hw.set_format(q.dtype, q.timeout);
+        sw.dead = q.dead;
         sw.hw.apply(&s);
         self.swarm_status()
     }
@@ -383,12 +401,19 @@ impl MemoryXPlane {
 
     fn step(&mut self, q: &MxStep, eng: &mut LinkEngine) -> Result<MxStepDone, Status> {
         self.memoryx_mode()?;
-        let l = match self.table.check_step(q.layer, q.t) {
-            Ok(l) => *l,
+        let wafers = u32::from(q.wafers);
+        let checked = self.table.check_step(q.layer, q.t).copied().and_then(|l| match &self.swarm {
+            _ if wafers == 0 => Ok(l),
+            None => Err(Status::NotPresent),
+            Some(sw) if wafers > u32::from(sw.hw.params().ports) => Err(Status::BadArgument),
+            Some(_) => Ok(l),
+        });
+        let l = match checked {
+            Ok(l) => l,
             Err(s) => {
                 if let Ok(l) = self.table.layer(q.layer) {
-                    let len = l.len;
-                    self.drain(eng, RX_GRADS, len);
+                    let words = l.len * wafers.max(1);
+                    self.drain(eng, RX_GRADS, words);
                 }
                 return Err(s);
             }
@@ -397,9 +422,31 @@ impl MemoryXPlane {
         let slot = q.layer as u32 % self.slots;
         let c = l.consts(q.t);
         self.mx.write_slot(slot as usize, &c);
-        let errs = self.mx.err_count();
         let start = self.mx.cycles();
         self.mx.set_step(i, q.t, slot);
+        let refed = if wafers == 0 {
+            self.feed_direct(q, &l, eng)?;
+            0
+        } else {
+            let dead = self.swarm.as_ref().map_or(0, |sw| sw.dead);
+            self.mx.set_route(wafers, dead);
+            self.mx.set_wout_swarm(true);
+            let r = self.feed_wafers(q, &l, wafers, eng);
+            self.mx.set_route(0, 0);
+            self.mx.set_wout_swarm(false);
+            r?
+        };
+        let cycles = self.mx.cycles().wrapping_sub(start);
+        self.table.stepped(q.layer, q.t);
+        self.steps = self.steps.wrapping_add(1);
+        let lr = (l.schedule.lr_at(q.t) as f32).to_bits();
+        Ok(MxStepDone { t: q.t, chunks: l.chunks(), lr, cycles, refed })
+    }
+
+    /// One reduced gradient per parameter, straight into the streamer, in pieces of whole
+    /// chunks as the host's words arrive; waits until every chunk has retired.
+    fn feed_direct(&mut self, q: &MxStep, l: &Layer, eng: &mut LinkEngine) -> Result<(), Status> {
+        let errs = self.mx.err_count();
         let ring = Self::rings(eng)[1];
         let chunk = l.info.chunk;
         // Whole chunks per piece, so every piece starts a chunk.
@@ -414,12 +461,114 @@ impl MemoryXPlane {
             Self::release(eng, RX_GRADS, 4 * piece);
             done += piece;
         }
-        self.mx.wait_done(i, l.chunks(), errs, self.budget).map_err(fault)?;
-        let cycles = self.mx.cycles().wrapping_sub(start);
-        self.table.stepped(q.layer, q.t);
-        self.steps = self.steps.wrapping_add(1);
-        let lr = (l.schedule.lr_at(q.t) as f32).to_bits();
-        Ok(MxStepDone { t: q.t, chunks: l.chunks(), lr, cycles })
+        self.mx.wait_done(q.layer as usize, l.chunks(), errs, self.budget).map_err(fault)
+    }
+
+    /// K wafers' gradients through SwarmX, a chunk at a time: each chunk's K interleaved
+    /// words go to the node's ports 0..K−1 (the route is set), and the next chunk is fed
+    /// only once this one has retired or been aborted, so the firmware always knows which
+    /// chunk an abort hit. An aborted chunk goes to the SwarmX policy (which may mask the
+    /// port) and, when the streamer refused it whole, is fed again from the words still in
+    /// the ring. Returns the chunks fed again.
+    fn feed_wafers(
+        &mut self,
+        q: &MxStep,
+        l: &Layer,
+        wafers: u32,
+        eng: &mut LinkEngine,
+    ) -> Result<u32, Status> {
+        let ring = Self::rings(eng)[1];
+        let chunk = l.info.chunk;
+        let per_chunks = (Self::piece_words(ring.len) / (chunk * wafers)).max(1);
+        let mut c = 0u32;
+        let mut refed = 0u32;
+        while c < l.chunks() {
+            let n = (l.chunks() - c).min(per_chunks);
+            let params = (l.len - c * chunk).min(n * chunk);
+            let off = self.wait_rx(eng, RX_GRADS, 4 * params * wafers, ring.len)?;
+            for j in 0..n {
+                let cc = c + j;
+                let count = (l.len - cc * chunk).min(chunk);
+                let at = (off + 4 * j * chunk * wafers) & (ring.len - 1);
+                let r = Ring { base: ring.base, len: ring.len, off: at };
+                let mut tries = 0u32;
+                loop {
+                    let end = self.feed_chunk(q, r, count, chunk, cc)?;
+                    match end {
+                        ChunkEnd::Retired => break,
+                        ChunkEnd::Aborted { clean } => {
+                            // The policy masks the port now, before the chunk goes again.
+                            self.poll();
+                            if !clean || tries == MAX_REFEEDS {
+                                #[cfg(feature = "defmt")]
+                                defmt::warn!(
+                                    "memoryx: layer {=u16} step {=u32} chunk {=u32} aborted (clean {=bool}, tries {=u32})",
+                                    q.layer,
+                                    q.t,
+                                    cc,
+                                    clean,
+                                    tries
+                                );
+                                Self::release(eng, RX_GRADS, 4 * params * wafers);
+                                self.drain_rest(eng, l, c + n, wafers);
+                                return Err(Status::Aborted);
+                            }
+                            tries += 1;
+                            refed += 1;
+                        }
+                    }
+                }
+            }
+            Self::release(eng, RX_GRADS, 4 * params * wafers);
+            c += n;
+        }
+        Ok(refed)
+    }
+
+    /// Consumes the words of chunks `from..` of a multi-wafer step that ends early, so the
+    /// next request finds its own words first.
+    fn drain_rest(&self, eng: &mut LinkEngine, l: &Layer, from: u32, wafers: u32) {
+        let left = l.len.saturating_sub(from * l.info.chunk);
+        self.drain(eng, RX_GRADS, left * wafers);
+    }
+
+    /// Feeds chunk `cc` (`count` flits per wafer) and waits until it retires or SwarmX
+    /// aborts it.
+    fn feed_chunk(
+        &mut self,
+        q: &MxStep,
+        r: Ring,
+        count: u32,
+        chunk: u32,
+        cc: u32,
+    ) -> Result<ChunkEnd, Status> {
+        let i = q.layer as usize;
+        let sw = self.swarm.as_ref().ok_or(Status::NotPresent)?;
+        let (aborts, _) = sw.hw.progress();
+        let errs = self.mx.err_count();
+        let done = self.mx.done_chunks(i);
+        let grad = (q.layer as u32, q.t, chunk, cc);
+        self.mx.mover(Op::RingToGrad, r, 0, count, grad, self.budget).map_err(fault)?;
+        let mut aborted = false;
+        for _ in 0..self.budget.max(1) {
+            // The node counts an abort before its error flit can reach the streamer, so a
+            // chunk cut short mid-way (whose head the streamer did update) is never taken
+            // for a retired one.
+            aborted |= sw.hw.progress().0 != aborts;
+            if !aborted && self.mx.done_chunks(i) != done {
+                return Ok(ChunkEnd::Retired);
+            }
+            // The error flit that replaces the chunk reaches the streamer after the node
+            // counts the abort: wait for the streamer's verdict.
+            if self.mx.err_count() != errs {
+                let (code, _) = self.mx.last_err();
+                if aborted {
+                    return Ok(ChunkEnd::Aborted { clean: code == E_GRAD_KIND });
+                }
+                return Err(fault(MxError::Streamer(code, q.layer)));
+            }
+        }
+        Err(Status::Timeout)
     }
 
     fn counters(&self) -> MxCounterValues {

@@ -197,6 +197,12 @@ fn link_rx() {
     rt::disable(Irq::LinkRx);
 }
 
+/// Never expected, as for the host-link line.
+#[riscv_rt::core_interrupt(Irq::Swarm)]
+fn swarm() {
+    rt::disable(Irq::Swarm);
+}
+
 /// Never expected: the UART receive interrupt is never enabled.
 #[riscv_rt::core_interrupt(Irq::UartRx)]
 fn uart_rx() {
@@ -251,7 +257,7 @@ fn panic(info: &PanicInfo<'_>) -> ! {
 /// still halt it; the simulator sees `core_sleep`).
 fn halt() -> ! {
     riscv::interrupt::disable();
-    for irq in [Irq::MachineTimer, Irq::UartRx, Irq::HostlinkRx, Irq::LinkRx] {
+    for irq in [Irq::MachineTimer, Irq::UartRx, Irq::HostlinkRx, Irq::LinkRx, Irq::Swarm] {
         rt::disable(irq);
     }
     // SAFETY: nothing else runs any more; the LED owners are stopped with it.

@@ -2311,6 +2311,11 @@ impl Mxdma {
     pub fn grad_flits(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::GRAD_FLITS as usize)
     }
+    /// GRAD_ROUTE (rw): Where a gradient feed (op 3) goes (docs/memoryx-soc.md "SwarmX in the block"). `ports` = 0: straight into the streamer. `ports` = K (1..PARAMS.swarm_ports): WORDS counts flits per port and the feed moves K·WORDS words: the ring holds K wafers' gradients interleaved word by word (word i is wafer i mod K's flit i div K), word i goes to SwarmX downstream port i mod K, and the node reduces the K streams into the streamer. `skip`: ports whose words are read and not sent, a wafer that has stopped answering (fault injection for the hardware-in-the-loop rig).
+    #[inline(always)]
+    pub fn grad_route(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::GRAD_ROUTE as usize)
+    }
 }
 
 /// The `swarm` block: SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.

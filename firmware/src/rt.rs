@@ -36,6 +36,8 @@ pub enum Irq {
     HostlinkRx = 17,
     /// Link engine: a firmware frame waits.
     LinkRx = 18,
+    /// SwarmX: a chunk was aborted (ERR.pending with CTRL.irq_err).
+    Swarm = 19,
 }
 
 // The enum above must spell the same numbers as the generated register map.
@@ -44,6 +46,7 @@ const _: () = assert!(
         && Irq::UartRx as u32 == irq::UART_RX
         && Irq::HostlinkRx as u32 == irq::HOSTLINK_RX
         && Irq::LinkRx as u32 == irq::LINK_RX
+        && Irq::Swarm as u32 == irq::SWARM
 );
 
 // The trap entries riscv-rt writes to mtvec, 256-byte aligned for CV32E40P. `_pre_init_trap`
@@ -105,11 +108,15 @@ pub fn wait_for_host(hostlink: &Hostlink, link: &LinkEngine) {
         if hostlink.rx_level() == 0 && link.rx_level() == 0 {
             enable(Irq::HostlinkRx);
             enable(Irq::LinkRx);
+            // A latched SwarmX abort holds its line high: WFI returns at once and the main
+            // loop's poll acts on it. A SoC without SwarmX keeps the line low.
+            enable(Irq::Swarm);
             compiler_fence(Ordering::SeqCst);
             riscv::asm::wfi();
             compiler_fence(Ordering::SeqCst);
             disable(Irq::HostlinkRx);
             disable(Irq::LinkRx);
+            disable(Irq::Swarm);
         }
     });
 }

@@ -10,25 +10,36 @@
 // simulation store"): the Verilated board's MemoryX memory. A board with DRAM replaces it with
 // its memory controller on the same AXI4 port (mem_*); nothing else changes.
 //
+// SWARM_PORTS > 0 adds a SwarmX node (ws_swarm_block, register slot 24) between the data
+// mover and the streamer (docs/memoryx-soc.md "SwarmX in the block"): a gradient feed with
+// GRAD_ROUTE.ports = K goes to the node's downstream ports 0..K-1, the node's reduced
+// uplink goes into the streamer, and with WOUT_CTRL.swarm the streamer's weight-out goes down
+// the node's broadcast and the mover's sink takes port 0's copy. The wafers are not in the SoC:
+// the other ports' broadcast outputs are always ready and count in the node's DN_FLITS.
+//
 // The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
 // link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
 module ws_mx_block #(
     parameter DATA_WIDTH = 256,       // store beat bits
     parameter STORE_BYTES = 1 << 20,  // weight store bytes, a power of two
     parameter DMA_BYTES = 65536,      // link DMA RAM bytes (ext port address width)
-    parameter MEM_LATENCY = 24        // simulation store: AR to first R, cycles
+    parameter MEM_LATENCY = 24,       // simulation store: AR to first R, cycles
+    parameter SWARM_PORTS = 0         // SwarmX node's downstream ports; 0: no node
 ) (
     input  wire                         clk,
     input  wire                         rst,
 
     input  wire                         mx_reg_req,
     input  wire                         dma_reg_req,
+    input  wire                         swarm_reg_req,
     input  wire                         reg_we,
     input  wire [11:0]                  reg_addr,
     input  wire [31:0]                  reg_wdata,
     input  wire [3:0]                   reg_be,
     output wire [31:0]                  mx_reg_rdata,
     output wire [31:0]                  dma_reg_rdata,
+    output wire [31:0]                  swarm_reg_rdata,
+    output wire                         swarm_irq,
 
     output wire                         ext_valid,
     input  wire                         ext_ready,
@@ -104,12 +115,22 @@ module ws_mx_block #(
     wire mem_bvalid;
     wire mem_bready;
 
+    // The streamer's gradient input and weight output.
     wire        grad_valid, grad_ready, grad_keep, grad_last;
     wire [31:0] grad_data;
     wire [63:0] grad_user;
     wire        wout_valid, wout_ready, wout_keep, wout_last;
     wire [31:0] wout_data;
     wire [63:0] wout_user;
+    // The data mover's gradient feed and weight-out sink.
+    wire        feed_valid, feed_ready, feed_keep, feed_last, feed_swarm;
+    wire [3:0]  feed_port;
+    wire [31:0] feed_data;
+    wire [63:0] feed_user;
+    wire        sink_valid, sink_ready, sink_last;
+    wire [31:0] sink_data;
+    wire [63:0] sink_user;
+    wire        wout_swarm;
     wire         trace_valid;
     wire [159:0] trace_data;
     wire [63:0]  trace_user;
@@ -180,7 +201,8 @@ module ws_mx_block #(
         .DATA_WIDTH(DATA_WIDTH),
         .STORE_BYTES(STORE_BYTES),
         .DMA_BYTES(DMA_BYTES),
-        .ID_WIDTH(2)
+        .ID_WIDTH(2),
+        .SWARM_PORTS(SWARM_PORTS)
     ) dma_inst (
         .clk(clk),
         .rst(rst),
@@ -226,19 +248,135 @@ module ws_mx_block #(
         .m_axi_rlast(x_rlast),
         .m_axi_bid(x_bid),
         .m_axi_bresp(x_bresp),
-        .m_grad_valid(grad_valid),
-        .m_grad_ready(grad_ready),
-        .m_grad_data(grad_data),
-        .m_grad_keep(grad_keep),
-        .m_grad_last(grad_last),
-        .m_grad_user(grad_user),
-        .s_wout_valid(wout_valid),
-        .s_wout_ready(wout_ready),
-        .s_wout_data(wout_data),
-        .s_wout_keep(wout_keep),
-        .s_wout_last(wout_last),
-        .s_wout_user(wout_user)
+        .m_grad_swarm(feed_swarm),
+        .m_grad_port(feed_port),
+        .m_grad_valid(feed_valid),
+        .m_grad_ready(feed_ready),
+        .m_grad_data(feed_data),
+        .m_grad_keep(feed_keep),
+        .m_grad_last(feed_last),
+        .m_grad_user(feed_user),
+        .s_wout_valid(sink_valid),
+        .s_wout_ready(sink_ready),
+        .s_wout_data(sink_data),
+        .s_wout_keep(1'b1),
+        .s_wout_last(sink_last),
+        .s_wout_user(sink_user),
+        .wout_swarm(wout_swarm)
     );
+
+    generate
+        if (SWARM_PORTS == 0) begin : g_no_swarm
+            assign grad_valid = feed_valid;
+            assign feed_ready = grad_ready;
+            assign grad_data = feed_data;
+            assign grad_keep = feed_keep;
+            assign grad_last = feed_last;
+            assign grad_user = feed_user;
+            assign sink_valid = wout_valid;
+            assign wout_ready = sink_ready;
+            assign sink_data = wout_data;
+            assign sink_last = wout_last;
+            assign sink_user = wout_user;
+            assign swarm_reg_rdata = 32'd0;
+            assign swarm_irq = 1'b0;
+            wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm};
+        end else begin : g_swarm
+            localparam N = SWARM_PORTS;
+            wire         up_valid, up_ready, up_last;
+            wire [31:0]  up_data;
+            wire [63:0]  up_user;
+            wire [N-1:0] dn_out_valid, dn_out_ready, dn_out_last;
+            wire [N*32-1:0] dn_out_data;
+            wire [N*64-1:0] dn_out_user;
+            wire [N-1:0] dn_in_valid, dn_in_ready;
+
+            // The feed: straight to the streamer's arbiter, or to one downstream port.
+            wire direct_valid = feed_valid && !feed_swarm;
+            wire direct_ready;
+            genvar p;
+            for (p = 0; p < N; p = p + 1) begin : g_port
+                assign dn_in_valid[p] = feed_valid && feed_swarm && feed_port == p;
+                // The wafers are not in the SoC: broadcast copies other than the sink's
+                // (port 0, with WOUT_CTRL.swarm) are taken at once.
+                if (p == 0) begin : g_sink
+                    assign dn_out_ready[p] = wout_swarm ? sink_ready : 1'b1;
+                end else begin : g_empty
+                    assign dn_out_ready[p] = 1'b1;
+                end
+            end
+            wire [15:0] dn_in_ready16 = {{(16 - N){1'b0}}, dn_in_ready};
+            assign feed_ready = feed_swarm ? dn_in_ready16[feed_port] : direct_ready;
+
+            // The streamer's input: the direct feed or the node's reduced uplink, a whole
+            // chunk (through `last`) at a time, round robin when both wait.
+            reg  lock_reg, lock_src_reg, prio_reg;
+            wire pick_up = lock_reg ? lock_src_reg : (up_valid && (!direct_valid || prio_reg));
+            assign grad_valid = pick_up ? up_valid : direct_valid;
+            assign grad_data = pick_up ? up_data : feed_data;
+            assign grad_keep = 1'b1;
+            assign grad_last = pick_up ? up_last : feed_last;
+            assign grad_user = pick_up ? up_user : feed_user;
+            assign up_ready = pick_up && grad_ready;
+            assign direct_ready = !pick_up && grad_ready;
+            always @(posedge clk) begin
+                if (grad_valid && grad_ready) begin
+                    lock_reg <= !grad_last;
+                    lock_src_reg <= pick_up;
+                    if (grad_last) prio_reg <= !pick_up;
+                end
+                if (rst) begin
+                    lock_reg <= 1'b0;
+                    lock_src_reg <= 1'b0;
+                    prio_reg <= 1'b0;
+                end
+            end
+
+            // Weight-out: to the sink, or down the broadcast with port 0 to the sink.
+            assign sink_valid = wout_swarm ? dn_out_valid[0] : wout_valid;
+            assign sink_data = wout_swarm ? dn_out_data[0 +: 32] : wout_data;
+            assign sink_last = wout_swarm ? dn_out_last[0] : wout_last;
+            assign sink_user = wout_swarm ? dn_out_user[0 +: 64] : wout_user;
+            wire bcast_ready;
+            assign wout_ready = wout_swarm ? bcast_ready : sink_ready;
+
+            ws_swarm_block #(
+                .N_PORTS(N)
+            ) swarm_inst (
+                .clk(clk),
+                .rst(rst),
+                .reg_req(swarm_reg_req),
+                .reg_we(reg_we),
+                .reg_addr(reg_addr),
+                .reg_wdata(reg_wdata),
+                .reg_be(reg_be),
+                .reg_rdata(swarm_reg_rdata),
+                .s_up_valid(wout_swarm && wout_valid),
+                .s_up_ready(bcast_ready),
+                .s_up_data(wout_data),
+                .s_up_last(wout_last),
+                .s_up_user(wout_user),
+                .m_up_valid(up_valid),
+                .m_up_ready(up_ready),
+                .m_up_data(up_data),
+                .m_up_last(up_last),
+                .m_up_user(up_user),
+                .m_dn_valid(dn_out_valid),
+                .m_dn_ready(dn_out_ready),
+                .m_dn_data(dn_out_data),
+                .m_dn_last(dn_out_last),
+                .m_dn_user(dn_out_user),
+                .s_dn_valid(dn_in_valid),
+                .s_dn_ready(dn_in_ready),
+                .s_dn_data({N{feed_data}}),
+                .s_dn_last({N{feed_last}}),
+                .s_dn_user({N{feed_user}}),
+                .irq(swarm_irq)
+            );
+            wire _unused_swarm = &{1'b0, feed_keep, dn_out_valid[N-1:1], dn_out_data[N*32-1:32],
+                                   dn_out_last[N-1:1], dn_out_user[N*64-1:64]};
+        end
+    endgenerate
 
     ws_mx_axi_arb #(
         .DATA_WIDTH(DATA_WIDTH),
@@ -356,7 +494,7 @@ module ws_mx_block #(
         .err_protocol(mem_err_protocol)
     );
 
-    wire _unused_ok = &{1'b0, trace_valid, trace_data, trace_user, bd_rdata_unused};
+    wire _unused_ok = &{1'b0, trace_valid, trace_data, trace_user, bd_rdata_unused, wout_keep};
 
 endmodule
 

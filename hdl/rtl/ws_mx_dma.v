@@ -10,7 +10,10 @@
 //   op 2 STORE_TO_RING  store beats into a ring (a bulk channel's TX window);
 //   op 3 RING_TO_GRAD   words of a ring as gradient flits into the streamer, cut into
 //                       chunks of GRAD_CHUNK.params flits with the (kind, layer, step,
-//                       chunk, index) header of ws_common::flit;
+//                       chunk, index) header of ws_common::flit; or, with GRAD_ROUTE.ports
+//                       = K, K wafers' interleaved gradients fanned out over the SwarmX
+//                       node's downstream ports 0..K-1 (word i to port i mod K, as flit
+//                       i div K of that port's stream), which reduces them into the streamer;
 //   weight-out sink     the streamer's weight flits, discarded and counted or written in
 //                       order into a capture ring (WOUT_*), stalling at WOUT_LIMIT.
 //
@@ -33,7 +36,8 @@ module ws_mx_dma #(
     parameter DATA_WIDTH = 256,          // store beat bits
     parameter STORE_BYTES = 1 << 20,     // store bytes, a power of two
     parameter DMA_BYTES = 65536,         // link DMA RAM bytes, a power of two
-    parameter ID_WIDTH = 2               // AXI ID bits (always 0 on the wire)
+    parameter ID_WIDTH = 2,              // AXI ID bits (always 0 on the wire)
+    parameter SWARM_PORTS = 0            // SwarmX downstream ports a feed may fan out over
 ) (
     input  wire                         clk,
     input  wire                         rst,
@@ -85,7 +89,10 @@ module ws_mx_dma #(
     input  wire                         m_axi_bvalid,
     output wire                         m_axi_bready,
 
-    // Gradient flits to the streamer (one lane).
+    // Gradient flits (one lane): to the streamer when m_grad_swarm is 0, else to SwarmX
+    // downstream port m_grad_port. Both are constant during an operation.
+    output wire                         m_grad_swarm,
+    output wire [3:0]                   m_grad_port,
     output wire                         m_grad_valid,
     input  wire                         m_grad_ready,
     output wire [31:0]                  m_grad_data,
@@ -99,7 +106,9 @@ module ws_mx_dma #(
     input  wire [31:0]                  s_wout_data,
     input  wire                         s_wout_keep,
     input  wire                         s_wout_last,
-    input  wire [63:0]                  s_wout_user
+    input  wire [63:0]                  s_wout_user,
+    // WOUT_CTRL.swarm: the owner routes the streamer's weight-out through SwarmX's broadcast.
+    output wire                         wout_swarm
 );
 
     localparam BEAT_WORDS = DATA_WIDTH / 32;
@@ -128,6 +137,9 @@ module ws_mx_dma #(
     localparam [7:0] E_TOO_LONG = 8'd6;
     localparam [7:0] E_BAD_CHUNK = 8'd7;
     localparam [7:0] E_BUS = 8'd8;
+    localparam [7:0] E_BAD_ROUTE = 8'd9;
+    localparam integer SWARM_PORTS_I = SWARM_PORTS;
+    localparam [7:0] SWARM_PORTS_B = SWARM_PORTS_I[7:0];
 
     // ---------------------------------------------------------------- registers
 
@@ -137,6 +149,8 @@ module ws_mx_dma #(
     wire [3:0]  cmd_op;
     wire        cmd_we;
     wire        wout_capture, wout_ctrl_we;
+    wire [4:0]  route_ports;
+    wire [15:0] route_skip;
     wire [31:0] wout_base, wout_len, wout_limit;
 
     reg         busy_reg;
@@ -147,7 +161,7 @@ module ws_mx_dma #(
     reg  [30:0] cap_head_reg;
     reg  [31:0] wout_flits_reg, wout_dropped_reg, grad_flits_reg;
 
-    wire [9:0]  unused_we;   // strobes of registers only read at CMD time
+    wire [10:0] unused_we;   // strobes of registers only read at CMD time
 
     ws_mxdma_csr csr_inst (
         .clk(clk),
@@ -161,6 +175,7 @@ module ws_mx_dma #(
         .params_beat_words_i(BEAT_WORDS[7:0]),
         .params_store_log2_i(STORE_LOG2),
         .params_dma_log2_i(DMA_LOG2),
+        .params_swarm_ports_i(SWARM_PORTS_B),
         .ring_base_addr(ring_base),
         .ring_base_we(unused_we[0]),
         .ring_len_bytes(ring_len),
@@ -186,6 +201,7 @@ module ws_mx_dma #(
         .ops_count_i(ops_reg),
         .refused_count_i(refused_reg),
         .wout_ctrl_capture(wout_capture),
+        .wout_ctrl_swarm(wout_swarm),
         .wout_ctrl_we(wout_ctrl_we),
         .wout_base_addr(wout_base),
         .wout_base_we(unused_we[7]),
@@ -197,7 +213,10 @@ module ws_mx_dma #(
         .wout_head_on_i(cap_on_reg),
         .wout_flits_count_i(wout_flits_reg),
         .wout_dropped_count_i(wout_dropped_reg),
-        .grad_flits_count_i(grad_flits_reg)
+        .grad_flits_count_i(grad_flits_reg),
+        .grad_route_ports(route_ports),
+        .grad_route_skip(route_skip),
+        .grad_route_we(unused_we[10])
     );
 
     // ---------------------------------------------------------------- checks
@@ -210,14 +229,18 @@ module ws_mx_dma #(
     endfunction
 
     wire [34:0] store_end = {3'b000, store_addr} + {1'b0, words, 2'b00};
+    // Words an operation moves: WORDS, or WORDS flits for each of GRAD_ROUTE.ports ports.
+    wire [4:0]  fan = (cmd_op == OP_TO_GRAD && route_ports != 5'd0) ? route_ports : 5'd1;
+    wire [36:0] feed_words = {5'd0, words} * {32'd0, fan};
     reg  [7:0]  check_err;
     always @* begin
         check_err = 8'd0;
         if (busy_reg) check_err = E_BUSY;
         else if (cmd_op != OP_TO_STORE && cmd_op != OP_TO_RING && cmd_op != OP_TO_GRAD) check_err = E_BAD_OP;
+        else if (cmd_op == OP_TO_GRAD && {27'd0, route_ports} > SWARM_PORTS_I) check_err = E_BAD_ROUTE;
         else if (words == 32'd0) check_err = E_ZERO_WORDS;
         else if (!ring_ok(ring_base, ring_len) || ring_off[1:0] != 2'b00 || ring_off >= ring_len) check_err = E_BAD_RING;
-        else if ({2'b00, words} > {4'b0000, ring_len[31:2]}) check_err = E_TOO_LONG;
+        else if (feed_words > {7'd0, ring_len[31:2]}) check_err = E_TOO_LONG;
         else if (cmd_op != OP_TO_GRAD && ((store_addr & (BEAT_BYTES - 1)) != 32'd0 || store_end > STORE_END)) check_err = E_BAD_STORE;
         else if (cmd_op == OP_TO_GRAD && grad_params == 16'd0) check_err = E_BAD_CHUNK;
     end
@@ -253,6 +276,10 @@ module ws_mx_dma #(
 
     reg  [15:0]  g_params_reg, g_step_reg;
     reg  [11:0]  g_layer_reg;
+    reg          g_swarm_reg;         // op 3 fans out over SwarmX
+    reg  [4:0]   g_fan_reg;           // ports of the fan-out (1 straight into the streamer)
+    reg  [3:0]   g_port_reg;          // the port of the next word
+    reg  [15:0]  g_skip_reg;
 
     wire [31:0] pos_next = (pos_reg + 32'd4) & mask_reg;
     wire [31:0] ring_byte = rbase_reg | pos_reg;
@@ -331,13 +358,21 @@ module ws_mx_dma #(
     wire ar_fire = m_axi_arvalid && m_axi_arready;
     wire r_fire = m_axi_rvalid && state_reg == S_R;
 
-    // Gradient flits.
-    assign m_grad_valid = state_reg == S_GRAD && gq_count_reg != 3'd0;
+    // Gradient flits. A fan-out sends one round (a flit to each port) per flit index; a
+    // skipped port's word is taken from the FIFO and not sent.
+    wire g_head = state_reg == S_GRAD && gq_count_reg != 3'd0;
+    wire g_skip_now = g_skip_reg[g_port_reg];
+    wire g_round_end = {1'b0, g_port_reg} == g_fan_reg - 5'd1;
+    assign m_grad_swarm = g_swarm_reg;
+    assign m_grad_port = g_port_reg;
+    assign m_grad_valid = g_head && !g_skip_now;
     assign m_grad_data = gq_reg[gq_rd_reg];
     assign m_grad_keep = 1'b1;
-    assign m_grad_last = g_index_reg == g_params_reg - 16'd1 || g_out_left_reg == 32'd1;
+    assign m_grad_last = g_index_reg == g_params_reg - 16'd1 || g_out_left_reg <= {27'd0, g_fan_reg};
     assign m_grad_user = {g_index_reg, g_chunk_reg, g_step_reg, g_layer_reg, KIND_GRADIENT};
-    wire grad_fire = m_grad_valid && m_grad_ready;
+    // A word leaves the FIFO: sent, or dropped for a skipped port.
+    wire grad_fire = g_head && (g_skip_now || m_grad_ready);
+    wire grad_sent = m_grad_valid && m_grad_ready;
 
     wire bus_err_now = (b_fire && m_axi_bresp[1]) || (r_fire && m_axi_rresp[1]);
     // The state machine goes idle this cycle (the case below).
@@ -425,14 +460,19 @@ module ws_mx_dma #(
             end
             S_GRAD: begin
                 if (grad_fire) begin
-                    grad_flits_reg <= grad_flits_reg + 32'd1;
+                    if (grad_sent) grad_flits_reg <= grad_flits_reg + 32'd1;
                     done_words_reg <= done_words_reg + 32'd1;
                     g_out_left_reg <= g_out_left_reg - 32'd1;
-                    if (m_grad_last) begin
-                        g_index_reg <= 16'd0;
-                        g_chunk_reg <= g_chunk_reg + 16'd1;
+                    if (g_round_end) begin
+                        g_port_reg <= 4'd0;
+                        if (m_grad_last) begin
+                            g_index_reg <= 16'd0;
+                            g_chunk_reg <= g_chunk_reg + 16'd1;
+                        end else begin
+                            g_index_reg <= g_index_reg + 16'd1;
+                        end
                     end else begin
-                        g_index_reg <= g_index_reg + 16'd1;
+                        g_port_reg <= g_port_reg + 4'd1;
                     end
                     if (g_out_left_reg == 32'd1) state_reg <= S_IDLE;
                 end
@@ -458,7 +498,11 @@ module ws_mx_dma #(
             g_step_reg <= grad_step;
             g_layer_reg <= grad_layer;
             g_index_reg <= 16'd0;
-            g_out_left_reg <= words;
+            g_out_left_reg <= feed_words[31:0];
+            g_swarm_reg <= route_ports != 5'd0;
+            g_fan_reg <= (route_ports == 5'd0) ? 5'd1 : route_ports;
+            g_port_reg <= 4'd0;
+            g_skip_reg <= (route_ports == 5'd0) ? 16'd0 : route_skip;
             issued_reg <= {(BW + 1){1'b0}};
             got_reg <= {(BW + 1){1'b0}};
             case (cmd_op)
@@ -473,7 +517,7 @@ module ws_mx_dma #(
                 end
                 default: begin
                     state_reg <= S_GRAD;
-                    left_reg <= words;
+                    left_reg <= feed_words[31:0];
                 end
             endcase
         end
@@ -530,6 +574,10 @@ module ws_mx_dma #(
             wout_flits_reg <= 32'd0;
             wout_dropped_reg <= 32'd0;
             grad_flits_reg <= 32'd0;
+            g_swarm_reg <= 1'b0;
+            g_fan_reg <= 5'd1;
+            g_port_reg <= 4'd0;
+            g_skip_reg <= 16'd0;
         end
     end
 

@@ -105,13 +105,15 @@ module ws_soc #(
     localparam IRQ_UART_RX = 16;
     localparam IRQ_HOSTLINK_RX = 17;
     localparam IRQ_LINK_RX = 18;
+    localparam IRQ_SWARM = 19;
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
-    localparam NUM_SLOTS = 18;
-    localparam [31:0] SLOT_MASK = 32'h0003_011f;
+    localparam NUM_SLOTS = 25;
+    localparam [31:0] SLOT_MASK = 32'h0103_011f;
     localparam SLOT_LINK = 8;
     localparam SLOT_MX = 16;
     localparam SLOT_MXDMA = 17;
+    localparam SLOT_SWARM = 24;
 
     // Core and peripheral reset length after a software reset request.
     localparam SOFT_RESET_CYCLES = 16;
@@ -212,6 +214,7 @@ module ws_soc #(
     wire        irq_uart;
     wire        irq_hostlink;
     wire        irq_link;
+    wire        irq_swarm;
     wire [31:0] core_irq;
 
     wire        core_irq_ack;
@@ -224,7 +227,8 @@ module ws_soc #(
     assign core_irq = (32'd1 << IRQ_TIMER) & {32{irq_timer}}
         | (32'd1 << IRQ_UART_RX) & {32{irq_uart}}
         | (32'd1 << IRQ_HOSTLINK_RX) & {32{irq_hostlink}}
-        | (32'd1 << IRQ_LINK_RX) & {32{irq_link}};
+        | (32'd1 << IRQ_LINK_RX) & {32{irq_link}}
+        | (32'd1 << IRQ_SWARM) & {32{irq_swarm}};
 
     cv32e40p_top #(
         .COREV_PULP(0),
@@ -667,24 +671,29 @@ module ws_soc #(
     assign reg_rdata[9*32 +: 7*32] = {7*32{1'b0}};
 
     // MemoryX: the streamer's layer table (slot 16) and its data mover (slot 17), the weight
-    // store behind them, and the data mover's path into the link engine's DMA RAM.
+    // store behind them, and the data mover's path into the link engine's DMA RAM; SwarmX's
+    // 4-port node between the mover's gradient feed and the streamer (slot 24).
     wire mx_mem_err_protocol;
 
     ws_mx_block #(
         .DATA_WIDTH(256),
         .STORE_BYTES(MX_STORE_BYTES),
-        .DMA_BYTES(LINK_DMA_BYTES)
+        .DMA_BYTES(LINK_DMA_BYTES),
+        .SWARM_PORTS(4)
     ) mx_inst (
         .clk(clk),
         .rst(periph_rst),
         .mx_reg_req(reg_req[SLOT_MX]),
         .dma_reg_req(reg_req[SLOT_MXDMA]),
+        .swarm_reg_req(reg_req[SLOT_SWARM]),
         .reg_we(reg_we),
         .reg_addr(reg_addr),
         .reg_wdata(reg_wdata),
         .reg_be(reg_be),
         .mx_reg_rdata(reg_rdata[SLOT_MX*32 +: 32]),
         .dma_reg_rdata(reg_rdata[SLOT_MXDMA*32 +: 32]),
+        .swarm_reg_rdata(reg_rdata[SLOT_SWARM*32 +: 32]),
+        .swarm_irq(irq_swarm),
         .ext_valid(link_ext_valid),
         .ext_ready(link_ext_ready),
         .ext_we(link_ext_we),
@@ -695,12 +704,15 @@ module ws_soc #(
         .mem_err_protocol(mx_mem_err_protocol)
     );
 
+    // Slots 18..23 are empty: they read 0.
+    assign reg_rdata[18*32 +: 6*32] = {6*32{1'b0}};
+
     // Outputs and bus lanes nothing consumes: core and debug status pins, the JTAG output
     // enable (the pin is never shared), unmapped-access pulses (a later issue may count them),
     // address bits outside each slave's window and the write lanes of read-only ports.
     wire _unused_ok = &{1'b0, core_irq_ack, core_irq_id, debug_havereset, debug_running,
                         debug_halted, jtag_tdo_oe, dmactive, fi_err_unmapped, d_err_unmapped,
-                        reg_req[7:5], reg_req[15:9], mx_mem_err_protocol,
+                        reg_req[7:5], reg_req[15:9], reg_req[23:18], mx_mem_err_protocol,
                         fi_m_addr[FI_ROM*32 +: 2],
                         fi_m_addr[FI_ROM*32 + ROM_ADDR_WIDTH +: 32 - ROM_ADDR_WIDTH],
                         fi_m_addr[FI_RAM*32 +: 2],

@@ -111,7 +111,8 @@ pub fn sim_spec(p: &MxParams) -> Result<BlockSpec, BuildError> {
 }
 
 /// Our RTL of MemoryX as the SoC carries it (`ws_mx_block`): the streamer's files, the data
-/// mover with its generated CSR, and the store interconnect.
+/// mover with its generated CSR, the store interconnect and the SwarmX node (after the lanes'
+/// files, which bring `ws_fifo`).
 pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/ws_mx_burst.v",
     "hdl/rtl/ws_mx_layers.v",
@@ -121,20 +122,28 @@ pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/gen/ws_mxdma_csr.v",
     "hdl/rtl/ws_mx_axi_arb.v",
     "hdl/rtl/ws_mx_dma.v",
+    "hdl/rtl/ws_swarm_fp32.v",
+    "hdl/rtl/ws_swarm_addtree.v",
+    "hdl/rtl/ws_swarm_node.v",
+    "hdl/rtl/gen/ws_swarm_csr.v",
+    "hdl/rtl/ws_swarm_block.v",
     "hdl/rtl/ws_mx_block.v",
 ];
 
-/// The block spec of `ws_mx_block` (one lane, 256-bit store) with a `store_bytes` store and
-/// a `dma_bytes` link DMA RAM on its ext port.
-pub fn block_spec(store_bytes: u32, dma_bytes: u32) -> Result<BlockSpec, BuildError> {
+/// The block spec of `ws_mx_block` (one lane, 256-bit store) with a `store_bytes` store, a
+/// `dma_bytes` link DMA RAM on its ext port and a SwarmX node of `swarm_ports` downstream
+/// ports (0: none).
+pub fn block_spec(store_bytes: u32, dma_bytes: u32, swarm_ports: u32) -> Result<BlockSpec, BuildError> {
     let spec = BlockSpec::new("ws_mx_block")
         .files(LANE_FILES.iter().copied())
         .files(BLOCK_FILES.iter().copied())
         .param("STORE_BYTES", store_bytes)
-        .param("DMA_BYTES", dma_bytes);
+        .param("DMA_BYTES", dma_bytes)
+        .param("SWARM_PORTS", swarm_ports);
     let mut spec = with_fpnew(spec)?;
     spec.vlt_files.push(OPTIM_VLT.into());
     spec.vlt_files.push(MX_VLT.into());
+    spec.vlt_files.push(crate::swarm::SWARM_VLT.into());
     Ok(spec)
 }
 

@@ -26,6 +26,9 @@ pub const NODE_FILES: &[&str] = &[
     "hdl/rtl/ws_swarm_node.v",
 ];
 
+/// Repo-relative Verilator configuration of the SwarmX RTL (the flit header's unused fields).
+pub const SWARM_VLT: &str = "hdl/lint/swarm.vlt";
+
 /// Include directory of `ws_flit.vh`.
 pub use crate::paths::RTL_INCLUDE_DIR;
 

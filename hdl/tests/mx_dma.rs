@@ -7,18 +7,25 @@
 //! ring wraps and partial beats, with the neighbours of a partial beat untouched); that a
 //! refused operation moves nothing and says why; and a whole optimizer step, weights and
 //! state loaded through the ring, gradients fed from a ring, updated weights captured into a
-//! ring and the state read back, bit-exact with `ws_common::golden::optim`.
+//! ring and the state read back, bit-exact with `ws_common::golden::optim`; the same step
+//! with three wafers' gradients reduced by the block's SwarmX node on the way in and the
+//! weights broadcast by it on the way out, bit-exact with `golden::swarm` then
+//! `golden::optim`; and a wafer that stops answering: its chunks are aborted and touch
+//! nothing, and once its port is masked the re-fed chunks reduce over the others.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ws_common::golden::optim::{self as golden, Consts, Hyper, Param};
-use ws_common::regmap::mxdma;
+use ws_common::golden::swarm::{node_lane, NodeConfig};
+use ws_common::regmap::{mxdma, swarm};
 use ws_hdl::dut::{Dut, Pattern, Port};
 use ws_hdl::mx::{self, reg, Flow, LayerDesc, Opt};
 
 const STORE_BYTES: u32 = 1 << 20;
 const DMA_BYTES: u32 = 65536;
 const BEAT_WORDS: u32 = 8;
+/// The SwarmX node's downstream ports, as in `ws_soc`.
+const SWARM_PORTS: usize = 4;
 
 const OP_TO_STORE: u32 = 1;
 const OP_TO_RING: u32 = 2;
@@ -28,12 +35,15 @@ const OP_TO_GRAD: u32 = 3;
 struct Ports {
     mx_req: Port,
     dma_req: Port,
+    swarm_req: Port,
     we: Port,
     addr: Port,
     wdata: Port,
     be: Port,
     mx_rdata: Port,
     dma_rdata: Port,
+    swarm_rdata: Port,
+    swarm_irq: Port,
     ext_valid: Port,
     ext_ready: Port,
     ext_we: Port,
@@ -59,22 +69,26 @@ struct Tb {
 enum Slot {
     Mx,
     Dma,
+    Swarm,
 }
 
 impl Tb {
     fn new(seed: u64, ready: Pattern) -> Tb {
-        let spec = mx::block_spec(STORE_BYTES, DMA_BYTES).expect("spec");
+        let spec = mx::block_spec(STORE_BYTES, DMA_BYTES, SWARM_PORTS as u32).expect("spec");
         let mut dut = Dut::build(spec).expect("build ws_mx_block");
         dut.set_seed(seed);
         let p = Ports {
             mx_req: dut.port("mx_reg_req"),
             dma_req: dut.port("dma_reg_req"),
+            swarm_req: dut.port("swarm_reg_req"),
             we: dut.port("reg_we"),
             addr: dut.port("reg_addr"),
             wdata: dut.port("reg_wdata"),
             be: dut.port("reg_be"),
             mx_rdata: dut.port("mx_reg_rdata"),
             dma_rdata: dut.port("dma_reg_rdata"),
+            swarm_rdata: dut.port("swarm_reg_rdata"),
+            swarm_irq: dut.port("swarm_irq"),
             ext_valid: dut.port("ext_valid"),
             ext_ready: dut.port("ext_ready"),
             ext_we: dut.port("ext_we"),
@@ -84,7 +98,7 @@ impl Tb {
             ext_rdata: dut.port("ext_rdata"),
             mem_err: dut.port("mem_err_protocol"),
         };
-        for q in [p.mx_req, p.dma_req, p.we, p.ext_ready, p.ext_rvalid] {
+        for q in [p.mx_req, p.dma_req, p.swarm_req, p.we, p.ext_ready, p.ext_rvalid] {
             dut.set(q, 0);
         }
         dut.set(p.be, 0xf);
@@ -120,6 +134,7 @@ impl Tb {
         match s {
             Slot::Mx => self.p.mx_req,
             Slot::Dma => self.p.dma_req,
+            Slot::Swarm => self.p.swarm_req,
         }
     }
 
@@ -142,7 +157,11 @@ impl Tb {
         self.step();
         self.dut.set(r, 0);
         self.dut.eval();
-        let port = if s == Slot::Mx { self.p.mx_rdata } else { self.p.dma_rdata };
+        let port = match s {
+            Slot::Mx => self.p.mx_rdata,
+            Slot::Dma => self.p.dma_rdata,
+            Slot::Swarm => self.p.swarm_rdata,
+        };
         self.dut.get(port) as u32
     }
 
@@ -268,7 +287,6 @@ fn words_go_between_rings_and_the_store_unchanged() {
     ops += 1;
     assert_eq!(tb.read(Slot::Dma, mxdma::OPS), ops);
     assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), 0);
-    eprintln!("{ops} operations, {} ext requests taken in {} cycles", tb.taken, tb.dut.cycle());
 }
 
 #[test]
@@ -343,7 +361,32 @@ fn write_slot(tb: &mut Tb, s: u32, c: &Consts) {
     }
 }
 
-fn run_steps(h: Hyper, seed: u64, ready: Pattern) {
+/// Interleaves the wafers' gradients as a fanned-out feed reads them (GRAD_ROUTE): word
+/// `i·K + k` is wafer `k`'s gradient `i`.
+fn interleave(per_wafer: &[Vec<u32>]) -> Vec<u32> {
+    let n = per_wafer[0].len();
+    (0..n).flat_map(|i| per_wafer.iter().map(move |g| g[i])).collect()
+}
+
+/// The golden reduction of the node: wafer `k`'s gradients on port `k`, `mask` active.
+fn reduced(per_wafer: &[Vec<u32>], mask: u16) -> Vec<u32> {
+    let cfg = NodeConfig::new(SWARM_PORTS).mask(mask);
+    (0..per_wafer[0].len())
+        .map(|i| {
+            let mut v = [0u32; SWARM_PORTS];
+            for (k, g) in per_wafer.iter().enumerate() {
+                v[k] = g[i];
+            }
+            node_lane(&cfg, &v).expect("node config")
+        })
+        .collect()
+}
+
+/// `steps` optimizer steps of one layer through the block: w, m, v loaded through a ring,
+/// gradients fed from a ring, weight-out captured into a ring, the state read back at the
+/// end. `wafers` = 0 feeds the gradients straight into the streamer; K > 0 feeds K wafers'
+/// gradients through the SwarmX node (ports 0..K-1) and sends the weights down its broadcast.
+fn run_steps(h: Hyper, seed: u64, ready: Pattern, wafers: usize) {
     let mut tb = Tb::new(seed, ready);
     let mut rng = StdRng::seed_from_u64(seed ^ 0x55);
     let len = 300u32; // not a multiple of the chunk
@@ -388,12 +431,20 @@ fn run_steps(h: Hyper, seed: u64, ready: Pattern) {
         tb.read(Slot::Mx, reg::ERR)
     );
 
+    let mask = ((1u32 << wafers) - 1) as u16;
+    let wout_ctrl = if wafers > 0 {
+        tb.write(Slot::Swarm, swarm::PORT_MASK, u32::from(mask));
+        tb.write(Slot::Dma, mxdma::GRAD_ROUTE, wafers as u32);
+        1 | mxdma::wout_ctrl::SWARM.val(1)
+    } else {
+        1
+    };
     // Capture the weight-out flits into a ring.
     let (cap_base, cap_len) = (0x4000u32, 0x4000u32);
     tb.write(Slot::Dma, mxdma::WOUT_BASE, cap_base);
     tb.write(Slot::Dma, mxdma::WOUT_LEN, cap_len);
     tb.write(Slot::Dma, mxdma::WOUT_LIMIT, cap_len);
-    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, wout_ctrl);
     tb.step(); // capture turns on the cycle after the write (its ring is checked first)
     assert_ne!(mxdma::wout_head::ON.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD)), 0, "capture on");
 
@@ -404,15 +455,23 @@ fn run_steps(h: Hyper, seed: u64, ready: Pattern) {
             write_slot(&mut tb, slot, &consts(&h, t));
             tb.write(Slot::Mx, b + reg::STEP, t | (slot << 16));
             // The capture ring is read out after each step: restart it.
-            tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+            tb.write(Slot::Dma, mxdma::WOUT_CTRL, wout_ctrl);
         }
         let c = consts(&h, t);
-        let grads: Vec<u32> = (0..len).map(|_| small(&mut rng)).collect();
+        let per_wafer: Vec<Vec<u32>> =
+            (0..wafers.max(1)).map(|_| (0..len).map(|_| small(&mut rng)).collect()).collect();
+        let (grads, fed) = if wafers > 0 {
+            (reduced(&per_wafer, mask), interleave(&per_wafer))
+        } else {
+            (per_wafer[0].clone(), per_wafer[0].clone())
+        };
         for (p, g) in state.iter_mut().zip(&grads) {
             *p = golden::update(&c, *p, *g);
         }
-        let (gbase, glen, goff) = (0x8000u32, 0x800u32, 0x7f0u32); // wraps after 4 words
-        tb.ring_put(gbase, glen, goff, &grads);
+        // The ring wraps after 4 words.
+        let (gbase, glen) = if wafers > 0 { (0x8000u32, 0x1000u32) } else { (0x8000u32, 0x800u32) };
+        let goff = glen - 0x10;
+        tb.ring_put(gbase, glen, goff, &fed);
         let err = tb.op(OP_TO_GRAD, (gbase, glen, goff), 0, len, (0, t, chunk, 0));
         assert_eq!(err, 0, "step {t}: gradient feed");
         let start = tb.dut.cycle();
@@ -448,20 +507,36 @@ fn run_steps(h: Hyper, seed: u64, ready: Pattern) {
             }
         }
     }
-    assert_eq!(tb.read(Slot::Dma, mxdma::GRAD_FLITS), steps * len);
+    assert_eq!(tb.read(Slot::Dma, mxdma::GRAD_FLITS), steps * len * wafers.max(1) as u32);
     assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_FLITS), steps * len);
     assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_DROPPED), 0);
+    if wafers > 0 {
+        assert_eq!(tb.read(Slot::Swarm, swarm::CNT_REDUCED), steps * len, "reduced flits");
+        assert_eq!(tb.read(Slot::Swarm, swarm::CNT_BCAST), steps * len, "broadcast flits");
+        assert_eq!(tb.read(Slot::Swarm, swarm::CNT_ERRORS), 0, "aborted chunks");
+        for k in 0..SWARM_PORTS as u32 {
+            let up = tb.read(Slot::Swarm, swarm::UP_FLITS0 + 0x10 * k);
+            let dn = tb.read(Slot::Swarm, swarm::DN_FLITS0 + 0x10 * k);
+            let want = if (k as usize) < wafers { steps * len } else { 0 };
+            assert_eq!((up, dn), (want, want), "port {k}: flits up and down");
+        }
+    }
 }
 
 #[test]
 fn an_adam_step_goes_from_rings_through_the_lanes_bit_exact() {
-    run_steps(Hyper { weight_decay: 0.01, ..Hyper::ADAM }, 0x3a31, Pattern::Mixed);
+    run_steps(Hyper { weight_decay: 0.01, ..Hyper::ADAM }, 0x3a31, Pattern::Mixed, 0);
+}
+
+#[test]
+fn three_wafers_gradients_are_reduced_by_swarmx_into_an_adam_step_bit_exact() {
+    run_steps(Hyper { weight_decay: 0.01, ..Hyper::ADAM }, 0x3a35, Pattern::Mixed, 3);
 }
 
 #[test]
 fn a_nesterov_sgd_step_goes_from_rings_through_the_lanes_bit_exact() {
     let h = Hyper { momentum: 0.9, nesterov: true, weight_decay: 1e-4, ..Hyper::SGD };
-    run_steps(h, 0x3a41, Pattern::Random(0.6));
+    run_steps(h, 0x3a41, Pattern::Random(0.6), 0);
 }
 
 #[test]
@@ -495,4 +570,82 @@ fn weight_flits_are_dropped_and_counted_without_capture() {
     tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
     assert_eq!(mxdma::wout_head::ON.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD)), 0);
     assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), 1);
+}
+
+#[test]
+fn a_dead_wafer_aborts_its_chunks_untouched_and_the_masked_node_goes_on() {
+    let mut tb = Tb::new(0x3a61, Pattern::Mixed);
+    let mut rng = StdRng::seed_from_u64(0x3a62);
+    let (len, chunk) = (96u32, 32u32);
+    let h = Hyper::SGD;
+    let w0: Vec<u32> = (0..len).map(|_| rng.random_range(-1.0f32..1.0).to_bits()).collect();
+    tb.store_put(0x2000, &w0);
+    let b = reg::layer(1);
+    tb.write(Slot::Mx, b + reg::W_BASE, 0x2000);
+    tb.write(Slot::Mx, b + reg::LEN, len);
+    tb.write(Slot::Mx, b + reg::CHUNK, chunk);
+    tb.write(Slot::Mx, b + reg::MODE, Opt::Sgd as u32);
+    write_slot(&mut tb, 0, &consts(&h, 1));
+    tb.write(Slot::Mx, b + reg::STEP, 1);
+    tb.write(Slot::Mx, reg::CMD, reg::OP_ENABLE | (1 << 4));
+    for _ in 0..40 {
+        tb.step();
+    }
+    tb.write(Slot::Swarm, swarm::PORT_MASK, 0xf);
+    tb.write(Slot::Swarm, swarm::TIMEOUT, 300);
+    tb.write(Slot::Swarm, swarm::CTRL, swarm::ctrl::IRQ_ERR.val(1));
+    let per_wafer: Vec<Vec<u32>> =
+        (0..4).map(|_| (0..len).map(|_| rng.random_range(-1.0f32..1.0).to_bits()).collect()).collect();
+    // Below the scratch ring of store_put/store_get (the upper half of the RAM).
+    let (gbase, glen) = (0x1000u32, 0x800u32);
+    tb.ring_put(gbase, glen, 0, &interleave(&per_wafer));
+    // Wafer 2 has stopped answering: its words are read and never sent.
+    tb.write(Slot::Dma, mxdma::GRAD_ROUTE, 4 | (1 << (16 + 2)));
+    assert_eq!(tb.op(OP_TO_GRAD, (gbase, glen, 0), 0, len, (1, 1, chunk, 0)), 0, "feed");
+    for _ in 0..2000 {
+        tb.step();
+    }
+    let chunks = len.div_ceil(chunk);
+    assert_eq!(tb.read(Slot::Swarm, swarm::CNT_ERRORS), chunks, "every chunk aborted");
+    let err = tb.read(Slot::Swarm, swarm::ERR);
+    assert_eq!(swarm::err::PENDING.get(err), 1, "abort latched");
+    assert_eq!(swarm::err::CODE.get(err), 1, "timeout");
+    assert_eq!(swarm::err::PORT.get(err), 2, "blamed port");
+    assert_eq!(swarm::err_ports::TIMEOUT.get(tb.read(Slot::Swarm, swarm::ERR_PORTS)), 1 << 2);
+    assert!(tb.dut.get_bool(tb.p.swarm_irq), "the abort interrupts");
+    assert_eq!(tb.read(Slot::Mx, b + reg::DONE) & 0xffff, 0, "no chunk retired");
+    assert_eq!(tb.store_get(0x2000, len as usize), w0, "aborted chunks touch nothing");
+
+    // The firmware's policy: mask the port, release the abort, feed the chunks again.
+    tb.write(Slot::Swarm, swarm::PORT_MASK, 0xb);
+    tb.write(Slot::Swarm, swarm::ERR, swarm::err::PENDING.val(1));
+    assert!(!tb.dut.get_bool(tb.p.swarm_irq), "released");
+    tb.write(Slot::Mx, reg::ERR, 0);
+    assert_eq!(tb.op(OP_TO_GRAD, (gbase, glen, 0), 0, len, (1, 1, chunk, 0)), 0, "second feed");
+    let start = tb.dut.cycle();
+    while tb.read(Slot::Mx, b + reg::DONE) & 0xffff != chunks {
+        assert!(tb.dut.cycle() - start < 50_000, "chunks retired {}", tb.read(Slot::Mx, b + reg::DONE));
+    }
+    assert_eq!(tb.read(Slot::Swarm, swarm::CNT_ERRORS), chunks, "no new abort");
+    assert_eq!(tb.read(Slot::Mx, reg::ERR) & 0xff, 0, "streamer error");
+    let c = consts(&h, 1);
+    let want: Vec<u32> = w0
+        .iter()
+        .zip(reduced(&per_wafer, 0xb))
+        .map(|(w, g)| golden::update(&c, Param { w: *w, m: 0, v: 0, vmax: 0 }, g).w)
+        .collect();
+    assert_eq!(tb.store_get(0x2000, len as usize), want, "three-wafer sums, bit-exact");
+}
+
+#[test]
+fn a_fan_out_wider_than_the_node_is_refused() {
+    let mut tb = Tb::new(0x3a71, Pattern::Always);
+    let params = tb.read(Slot::Dma, mxdma::PARAMS);
+    assert_eq!(mxdma::params::SWARM_PORTS.get(params), SWARM_PORTS as u32);
+    tb.write(Slot::Dma, mxdma::GRAD_ROUTE, SWARM_PORTS as u32 + 1);
+    assert_eq!(tb.op(OP_TO_GRAD, (0x8000, 0x800, 0), 0, 8, (0, 1, 8, 0)), 9, "BAD_ROUTE");
+    // K·WORDS words must fit the ring: 4 × 129 > 512.
+    tb.write(Slot::Dma, mxdma::GRAD_ROUTE, 4);
+    assert_eq!(tb.op(OP_TO_GRAD, (0x8000, 0x800, 0), 0, 129, (0, 1, 8, 0)), 6, "TOO_LONG");
+    assert_eq!(tb.read(Slot::Dma, mxdma::GRAD_FLITS), 0, "nothing fed");
 }

@@ -267,13 +267,13 @@ fn bad_memoryx_requests_are_refused_and_lose_nothing() {
     refused(link, &MxRead(range(5, MxArray::W, 0, 8)), Status::NoLayer, "a read of no layer");
     refused_with_words(
         link,
-        &MxStep { layer: 0, t: 2 },
+        &MxStep { layer: 0, t: 2, wafers: 0 },
         Channel::Gradients,
         100,
         Status::BadStep,
         "step 2 before step 1",
     );
-    refused(link, &MxStep { layer: 7, t: 1 }, Status::NoLayer, "a step of no layer");
+    refused(link, &MxStep { layer: 7, t: 1, wafers: 0 }, Status::NoLayer, "a step of no layer");
     refused(link, &LinkMode { mode: BulkMode::Echo }, Status::WrongMode, "echo after the streams moved");
 
     // Nothing was lost and the streams are in step: w reads back, and a real step runs.

@@ -1,8 +1,9 @@
 //! Scenario: the `wsctl link` and `wsctl logs --link` commands against the simulated board,
 //! as a user runs them: the boot log over the link (the board sends its log to whichever host
 //! is connected, so this comes first), HELLO and the channel table, pings, the bulk echo with
-//! its summary, the counters table, and `wsctl swarm` refused with a clear error on this SoC,
-//! which has no SwarmX yet.
+//! its summary, the counters table, and `wsctl swarm` on the SoC's SwarmX node: its status
+//! table, its event list (the boot configuration), and a mask naming a port the node lacks refused with a clear
+//! error.
 //!
 //! The simulator listens on a fixed port block (7650..7655), so `wsctl --addr` finds the PHY
 //! port at base + 4 as it does for a board's own simulator. Needs: the simulator and the
@@ -89,12 +90,22 @@ fn wsctl_link_commands_on_the_simulated_board() {
     assert_eq!(row(&stats, "2 weights")[3], "1048576", "{stats}");
     assert_eq!(row(&stats, "2 weights")[4], "0", "no CRC errors: {stats}");
 
-    // The simulated SoC has no SwarmX yet (docs/soc.md: slot 24 reads 0): the firmware
-    // probes its ID, finds none, and says so; the link stays usable.
-    for cmd in [&["swarm", "status"][..], &["swarm", "events"], &["swarm", "config", "--mask", "0x3"]] {
-        let err = wsctl_fails(cmd);
-        assert!(err.contains("does not have that block"), "wsctl {cmd:?}: {err}");
-    }
+    // The simulated SoC's SwarmX node (slot 24): four ports, all active at boot;
+    // a mask naming port 4 is refused and changes nothing; the link stays usable.
+    let status = wsctl(&["swarm", "status"]);
+    assert!(status.contains("4 ports"), "{status}");
+    assert!(status.contains("host 0x000f"), "{status}");
+    assert_eq!(row(&status, "   3").get(1).map(String::as_str), Some("active"), "{status}");
+    // The one event since boot: the firmware set every port active.
+    let events = wsctl(&["swarm", "events"]);
+    assert!(
+        events.starts_with("#1 ") && events.contains("host set the port mask; ports now 0x000f"),
+        "{events}"
+    );
+    assert_eq!(events.lines().count(), 1, "{events}");
+    let err = wsctl_fails(&["swarm", "config", "--mask", "0x13"]);
+    assert!(err.contains("argument out of range"), "{err}");
+    assert!(wsctl(&["swarm", "status"]).contains("host 0x000f"), "the refused mask changed nothing");
     let ping = wsctl(&["link", "ping", "-c", "1"]);
     assert!(ping.contains("1 pings, 1 answered"), "{ping}");
 }

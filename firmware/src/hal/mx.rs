@@ -206,6 +206,24 @@ impl MemoryX {
         ]
     }
 
+    /// Where the next gradient feeds go (GRAD_ROUTE): `ports` = 0 straight into the
+    /// streamer; K > 0 fanned out over SwarmX's downstream ports 0..K−1 (the ring holds K
+    /// interleaved words per flit), with the ports of `skip` read and not sent.
+    pub fn set_route(&mut self, ports: u32, skip: u16) {
+        self.dma
+            .grad_route()
+            .write(mxdma::grad_route::PORTS.val(ports) | mxdma::grad_route::SKIP.val(u32::from(skip)));
+    }
+
+    /// Sends the weight-out stream down SwarmX's broadcast (WOUT_CTRL.swarm), keeping the
+    /// capture setting.
+    pub fn set_wout_swarm(&mut self, on: bool) {
+        let c = self.dma.wout_ctrl().read();
+        if mxdma::wout_ctrl::SWARM.get(c) != u32::from(on) {
+            self.dma.wout_ctrl().write(mxdma::wout_ctrl::SWARM.set(c, u32::from(on)));
+        }
+    }
+
     /// Runs one data-mover operation of `words` words and waits for it. `store` is the store
     /// byte address (ops 1, 2); `grad` the (layer, step, chunk params, first chunk) of op 3.
     pub fn mover(

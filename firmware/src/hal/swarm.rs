@@ -62,6 +62,12 @@ impl SwarmX {
         self.r.ctrl().write(reg::ctrl::SCALE_EN.set(ctrl, u32::from(s.scale.is_some())));
     }
 
+    /// Lets a latched abort raise the node's interrupt line (CTRL.irq_err).
+    pub fn enable_irq(&self) {
+        let ctrl = self.r.ctrl().read();
+        self.r.ctrl().write(reg::ctrl::IRQ_ERR.set(ctrl, 1));
+    }
+
     /// Sets the wire format (0 fp32, 1 bf16 in, 2 bf16 in and out) and the timeout.
     pub fn set_format(&self, dtype: u8, timeout: u32) {
         let ctrl = self.r.ctrl().read();

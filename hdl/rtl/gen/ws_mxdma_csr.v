@@ -23,6 +23,7 @@ module ws_mxdma_csr (
     input  wire [ 7:0] params_beat_words_i,
     input  wire [ 7:0] params_store_log2_i,
     input  wire [ 7:0] params_dma_log2_i,
+    input  wire [ 7:0] params_swarm_ports_i,
     output wire [31:0] ring_base_addr,
     output wire        ring_base_we,
     output wire [31:0] ring_len_bytes,
@@ -48,6 +49,7 @@ module ws_mxdma_csr (
     input  wire [31:0] ops_count_i,
     input  wire [31:0] refused_count_i,
     output wire        wout_ctrl_capture,
+    output wire        wout_ctrl_swarm,
     output wire        wout_ctrl_we,
     output wire [31:0] wout_base_addr,
     output wire        wout_base_we,
@@ -59,7 +61,10 @@ module ws_mxdma_csr (
     input  wire        wout_head_on_i,
     input  wire [31:0] wout_flits_count_i,
     input  wire [31:0] wout_dropped_count_i,
-    input  wire [31:0] grad_flits_count_i
+    input  wire [31:0] grad_flits_count_i,
+    output wire [ 4:0] grad_route_ports,
+    output wire [15:0] grad_route_skip,
+    output wire        grad_route_we
 );
 
     localparam [31:0] ID_WORD = 32'h4d440100;
@@ -177,6 +182,12 @@ module ws_mxdma_csr (
         else if (wr && sel_wout_ctrl) wout_ctrl_capture_reg <= (wout_ctrl_capture_reg & ~wmask[0]) | wbits[0];
     end
     assign wout_ctrl_capture = wout_ctrl_capture_reg;
+    reg         wout_ctrl_swarm_reg;
+    always @(posedge clk) begin
+        if (rst) wout_ctrl_swarm_reg <= 1'h0;
+        else if (wr && sel_wout_ctrl) wout_ctrl_swarm_reg <= (wout_ctrl_swarm_reg & ~wmask[1]) | wbits[1];
+    end
+    assign wout_ctrl_swarm = wout_ctrl_swarm_reg;
 
     // WOUT_BASE @ 0x044: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
     wire sel_wout_base = reg_addr[11:2] == 10'd17;
@@ -216,6 +227,22 @@ module ws_mxdma_csr (
 
     // GRAD_FLITS @ 0x05c: Gradient flits fed to the streamer since reset.
 
+    // GRAD_ROUTE @ 0x060: Where a gradient feed (op 3) goes (docs/memoryx-soc.md "SwarmX in the block"). `ports` = 0: straight into the streamer. `ports` = K (1..PARAMS.swarm_ports): WORDS counts flits per port and the feed moves K·WORDS words: the ring holds K wafers' gradients interleaved word by word (word i is wafer i mod K's flit i div K), word i goes to SwarmX downstream port i mod K, and the node reduces the K streams into the streamer. `skip`: ports whose words are read and not sent, a wafer that has stopped answering (fault injection for the hardware-in-the-loop rig).
+    wire sel_grad_route = reg_addr[11:2] == 10'd24;
+    assign grad_route_we = wr && sel_grad_route;
+    reg  [ 4:0] grad_route_ports_reg;
+    always @(posedge clk) begin
+        if (rst) grad_route_ports_reg <= 5'h0;
+        else if (wr && sel_grad_route) grad_route_ports_reg <= (grad_route_ports_reg & ~wmask[4:0]) | wbits[4:0];
+    end
+    assign grad_route_ports = grad_route_ports_reg;
+    reg  [15:0] grad_route_skip_reg;
+    always @(posedge clk) begin
+        if (rst) grad_route_skip_reg <= 16'h0;
+        else if (wr && sel_grad_route) grad_route_skip_reg <= (grad_route_skip_reg & ~wmask[31:16]) | wbits[31:16];
+    end
+    assign grad_route_skip = grad_route_skip_reg;
+
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;
     always @* begin
@@ -226,6 +253,7 @@ module ws_mxdma_csr (
                 rdata_next[7:0] = params_beat_words_i;
                 rdata_next[15:8] = params_store_log2_i;
                 rdata_next[23:16] = params_dma_log2_i;
+                rdata_next[31:24] = params_swarm_ports_i;
             end
             10'd2: begin
                 rdata_next[31:0] = ring_base_addr;
@@ -266,6 +294,7 @@ module ws_mxdma_csr (
             end
             10'd16: begin
                 rdata_next[0] = wout_ctrl_capture;
+                rdata_next[1] = wout_ctrl_swarm;
             end
             10'd17: begin
                 rdata_next[31:0] = wout_base_addr;
@@ -288,6 +317,10 @@ module ws_mxdma_csr (
             end
             10'd23: begin
                 rdata_next[31:0] = grad_flits_count_i;
+            end
+            10'd24: begin
+                rdata_next[4:0] = grad_route_ports;
+                rdata_next[31:16] = grad_route_skip;
             end
             default: rdata_next = 32'h0;
         endcase

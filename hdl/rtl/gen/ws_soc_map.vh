@@ -28,3 +28,4 @@ localparam integer IRQ_TIMER = 7;  // Machine timer: mtime >= mtimecmp.
 localparam integer IRQ_UART_RX = 16;  // UART receive FIFO not empty.
 localparam integer IRQ_HOSTLINK_RX = 17;  // Host-link receive FIFO not empty.
 localparam integer IRQ_LINK_RX = 18;  // Link engine: the firmware RX FIFO holds a word (LINK.CTRL.irq_rx).
+localparam integer IRQ_SWARM = 19;  // SwarmX: a chunk was aborted (SWARM ERR.pending with CTRL.irq_err).

@@ -242,20 +242,50 @@ impl MxDevice for BoardMx {
             }
         }
         for &(layer, g) in grads {
-            let bytes = words_to_bytes(g);
-            let mut sent = 0usize;
-            let done = self.link.request_with(&MxStep { layer, t }, STALL, 0, &mut |ep| {
-                if sent == bytes.len() {
-                    return Ok(false);
-                }
-                let n = ep.write(Channel::Gradients, &bytes[sent..]).map_err(ProtocolError::Stream)?;
-                sent += n;
-                Ok(n > 0)
-            })?;
-            let l = self.layers.get_mut(&layer).expect("checked above");
-            l.at = t;
-            self.steps.push((layer, done));
+            self.send_step(layer, t, 0, &words_to_bytes(g))?;
         }
         Ok(())
+    }
+}
+
+impl BoardMx {
+    /// Runs step `t` of `layer` from the gradients of `per_wafer.len()` wafers (K ≥ 1, each
+    /// one word per parameter), which the board's SwarmX node sums in its fixed order
+    /// (ports 0..K−1) before the optimizer lanes (`MxStep::wafers`). Needs a board whose SoC
+    /// has SwarmX, with at least K ports.
+    pub fn step_wafers(&mut self, layer: u16, t: u32, per_wafer: &[&[u32]]) -> Result<MxStepDone> {
+        let l = self.layer(layer)?;
+        if per_wafer.is_empty() || per_wafer.len() > usize::from(u8::MAX) {
+            return Err(OptimError::Board {
+                board: self.name.clone(),
+                what: format!("a multi-wafer step needs 1 to 255 wafers, not {}", per_wafer.len()),
+            }
+            .into());
+        }
+        for (k, g) in per_wafer.iter().enumerate() {
+            check_len(layer, || format!("wafer {k}'s gradient"), g.len(), l.len)?;
+        }
+        if t != l.at + 1 {
+            return Err(OptimError::StepOrder { t, layer, at: l.at }.into());
+        }
+        let words: Vec<u32> = (0..l.len as usize).flat_map(|i| per_wafer.iter().map(move |g| g[i])).collect();
+        self.send_step(layer, t, per_wafer.len() as u8, &words_to_bytes(&words))
+    }
+
+    /// Sends `MxStep` with its gradient bytes on channel 3 and records the answer.
+    fn send_step(&mut self, layer: u16, t: u32, wafers: u8, bytes: &[u8]) -> Result<MxStepDone> {
+        let mut sent = 0usize;
+        let done = self.link.request_with(&MxStep { layer, t, wafers }, STALL, 0, &mut |ep| {
+            if sent == bytes.len() {
+                return Ok(false);
+            }
+            let n = ep.write(Channel::Gradients, &bytes[sent..]).map_err(ProtocolError::Stream)?;
+            sent += n;
+            Ok(n > 0)
+        })?;
+        let l = self.layers.get_mut(&layer).expect("checked by the caller");
+        l.at = t;
+        self.steps.push((layer, done));
+        Ok(done)
     }
 }

@@ -31,7 +31,7 @@ pub use log_echo::LogEcho;
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
-pub use mx_step::{MxStep, MxStepDone};
+pub use mx_step::{MxStep, MxStepDone, MAX_REFEEDS};
 pub use mx_transfer::{MxArray, MxRange, MxRead, MxWrite};
 pub use peek::{Peek, PeekData, MAX_PEEK};
 pub use ping::Ping;

@@ -40,6 +40,9 @@ pub enum Status {
     WrongMode = 16,
     /// The block the request is for is not in this board's SoC.
     NotPresent = 17,
+    /// SwarmX aborted a chunk of a multi-wafer MemoryX step, and feeding it again did not
+    /// succeed (the abort came mid-chunk, so part of it was applied, or it kept aborting).
+    Aborted = 18,
     /// A status byte this host does not know.
     Unknown = 0xff,
 }
@@ -66,6 +69,7 @@ impl Status {
             15 => Self::DeviceFault,
             16 => Self::WrongMode,
             17 => Self::NotPresent,
+            18 => Self::Aborted,
             _ => Self::Unknown,
         }
     }
@@ -94,6 +98,9 @@ impl Status {
             Self::WrongMode => "the bulk channels are in the wrong mode or busy: send LinkMode first, with nothing in flight",
             Self::NotPresent => {
                 "this board's SoC does not have that block (`wsctl info` lists the blocks it has)"
+            }
+            Self::Aborted => {
+                "SwarmX aborted a chunk of this step and could not feed it again: `wsctl swarm events` says which port and why; the layer's step is incomplete, so reload the layer from your last checkpoint"
             }
             Self::Unknown => "unknown status code",
         }

@@ -38,6 +38,8 @@ pub mod irq {
     pub const HOSTLINK_RX: u32 = 17;
     /// Link engine: the firmware RX FIFO holds a word (LINK.CTRL.irq_rx).
     pub const LINK_RX: u32 = 18;
+    /// SwarmX: a chunk was aborted (SWARM ERR.pending with CTRL.irq_err).
+    pub const SWARM: u32 = 19;
 }
 
 /// `sysinfo` block (hdl/regmap/sysinfo.toml): System identity: build hash, clock frequency, memory sizes, populated block slots, soft reset.
@@ -3358,6 +3360,8 @@ pub mod mxdma {
     pub const WOUT_DROPPED: u32 = 0x058;
     /// Offset of GRAD_FLITS: Gradient flits fed to the streamer since reset.
     pub const GRAD_FLITS: u32 = 0x05c;
+    /// Offset of GRAD_ROUTE: Where a gradient feed (op 3) goes (docs/memoryx-soc.md "SwarmX in the block"). `ports` = 0: straight into the streamer. `ports` = K (1..PARAMS.swarm_ports): WORDS counts flits per port and the feed moves K·WORDS words: the ring holds K wafers' gradients interleaved word by word (word i is wafer i mod K's flit i div K), word i goes to SwarmX downstream port i mod K, and the node reduces the K streams into the streamer. `skip`: ports whose words are read and not sent, a wafer that has stopped answering (fault injection for the hardware-in-the-loop rig).
+    pub const GRAD_ROUTE: u32 = 0x060;
     /// Fields of PARAMS.
     pub mod params {
         use super::Field;
@@ -3367,6 +3371,8 @@ pub mod mxdma {
         pub const STORE_LOG2: Field = Field { shift: 8, width: 8 };
         /// log2 of the link DMA RAM's bytes. (ro, bits 23:16).
         pub const DMA_LOG2: Field = Field { shift: 16, width: 8 };
+        /// Downstream ports of the SwarmX node a gradient feed can fan out over (GRAD_ROUTE); 0 when the block has no SwarmX. (ro, bits 31:24).
+        pub const SWARM_PORTS: Field = Field { shift: 24, width: 8 };
     }
     /// Fields of RING_BASE.
     pub mod ring_base {
@@ -3427,7 +3433,7 @@ pub mod mxdma {
         pub const BUSY: Field = Field { shift: 0, width: 1 };
         /// The last operation started or refused. (ro, bits 7:4).
         pub const OP: Field = Field { shift: 4, width: 4 };
-        /// 0, or why the last operation was refused or failed: 1 BUSY, 2 BAD_OP, 3 BAD_RING, 4 BAD_STORE, 5 ZERO_WORDS, 6 TOO_LONG, 7 BAD_CHUNK, 8 BUS (an AXI error response). (ro, bits 15:8).
+        /// 0, or why the last operation was refused or failed: 1 BUSY, 2 BAD_OP, 3 BAD_RING, 4 BAD_STORE, 5 ZERO_WORDS, 6 TOO_LONG, 7 BAD_CHUNK, 8 BUS (an AXI error response), 9 BAD_ROUTE (op 3 with GRAD_ROUTE.ports above PARAMS.swarm_ports). (ro, bits 15:8).
         pub const ERR: Field = Field { shift: 8, width: 8 };
     }
     /// Fields of DONE_WORDS.
@@ -3453,6 +3459,8 @@ pub mod mxdma {
         use super::Field;
         /// `capture` field (rw, bits 0:0).
         pub const CAPTURE: Field = Field { shift: 0, width: 1 };
+        /// Weight-out goes down SwarmX's broadcast (every active port gets each flit) and the sink takes port 0's copy; 0: straight from the streamer. Change it only while no weight flit is in flight (between steps). (rw, bits 1:1).
+        pub const SWARM: Field = Field { shift: 1, width: 1 };
     }
     /// Fields of WOUT_BASE.
     pub mod wout_base {
@@ -3497,6 +3505,14 @@ pub mod mxdma {
         use super::Field;
         /// `count` field (ro, bits 31:0).
         pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of GRAD_ROUTE.
+    pub mod grad_route {
+        use super::Field;
+        /// `ports` field (rw, bits 4:0).
+        pub const PORTS: Field = Field { shift: 0, width: 5 };
+        /// `skip` field (rw, bits 31:16).
+        pub const SKIP: Field = Field { shift: 16, width: 16 };
     }
 }
 
@@ -4220,5 +4236,5 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
     BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 0, in_soc: true },
-    BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: false },
+    BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
 ];

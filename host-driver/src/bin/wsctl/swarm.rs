@@ -29,6 +29,11 @@ pub enum SwarmCmd {
         /// Cycles an active port may lag its peers before it is flagged (0: never).
         #[arg(long, default_value_t = 100_000)]
         timeout: u32,
+        /// Fault injection for rigs: wafers (a port mask) whose gradients the board reads and
+        /// never sends in multi-wafer optimizer steps (`wsctl optim --wafers`), as if they had
+        /// stopped answering. The node times them out and the firmware masks them.
+        #[arg(long, value_parser = parse_mask, default_value = "0")]
+        inject_dead: u16,
     },
     /// The firmware's events since the last read: aborted chunks, masked ports.
     Events,
@@ -56,13 +61,13 @@ pub fn run(ctx: &Ctx, cmd: SwarmCmd) -> Result<()> {
                 .context("reading SwarmX's status (SwarmStatus)")?;
             print!("{}", report::swarm_status(&s));
         }
-        SwarmCmd::Config { mask, dtype, scale, timeout: cycles } => {
+        SwarmCmd::Config { mask, dtype, scale, timeout: cycles, inject_dead } => {
             let dtype = match dtype.as_str() {
                 "bf16" => 1,
                 "bf16-out" => 2,
                 _ => 0,
             };
-            let q = SwarmConfig { mask, dtype, scale, timeout: cycles };
+            let q = SwarmConfig { mask, dtype, scale, timeout: cycles, dead: inject_dead };
             let s = link.request(&q, timeout, retries).with_context(|| {
                 format!("configuring SwarmX (SwarmConfig {q:?}): the mask must name only ports the node has")
             })?;

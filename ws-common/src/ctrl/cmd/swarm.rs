@@ -185,6 +185,9 @@ pub struct SwarmConfig {
     pub scale: bool,
     /// Cycles an active port may lag before it is flagged; 0 never.
     pub timeout: u32,
+    /// Fault injection for the rig: wafers (bit k = port k) whose gradients the data mover
+    /// reads and never sends in a multi-wafer `MxStep`, as if they had stopped answering.
+    pub dead: u16,
 }
 
 impl<'a> Command<'a> for SwarmConfig {
@@ -196,16 +199,23 @@ impl<'a> Command<'a> for SwarmConfig {
         w.u16(self.mask)?;
         w.bytes(&[self.dtype, u8::from(self.scale)])?;
         w.u32(self.timeout)?;
+        w.u16(self.dead)?;
         Ok(w.len())
     }
     fn decode(p: &'a [u8]) -> Result<Self, Status> {
-        if p.len() != 8 {
+        if p.len() != 10 {
             return Err(Status::BadLength);
         }
         if p[3] > 1 {
             return Err(Status::BadArgument);
         }
-        Ok(Self { mask: get_u16(p, 0)?, dtype: p[2], scale: p[3] != 0, timeout: get_u32(p, 4)? })
+        Ok(Self {
+            mask: get_u16(p, 0)?,
+            dtype: p[2],
+            scale: p[3] != 0,
+            timeout: get_u32(p, 4)?,
+            dead: get_u16(p, 8)?,
+        })
     }
     fn encode_response(r: &SwarmStatusData, out: &mut [u8]) -> Result<usize, Status> {
         SwarmStatus::encode_response(r, out)
@@ -361,8 +371,8 @@ mod tests {
 
     #[test]
     fn config_round_trips_and_refuses_odd_flags() {
-        let c = SwarmConfig { mask: 0x00f5, dtype: 2, scale: true, timeout: 20_000 };
-        let mut b = [0u8; 8];
+        let c = SwarmConfig { mask: 0x00f5, dtype: 2, scale: true, timeout: 20_000, dead: 0x0004 };
+        let mut b = [0u8; 10];
         let n = c.encode(&mut b).unwrap();
         assert_eq!(SwarmConfig::decode(&b[..n]), Ok(c));
         b[3] = 2;
