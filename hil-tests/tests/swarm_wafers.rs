@@ -105,7 +105,7 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
     for t in 1..=3 {
         let per_wafer: Vec<Vec<u32>> = (0..3).map(|_| gen.words(LEN)).collect();
         let refs: Vec<&[u32]> = per_wafer.iter().map(Vec::as_slice).collect();
-        let done = dev.step_wafers(0, t, &refs).expect("a three-wafer step");
+        let done = dev.step_layer_wafers(0, t, &refs).expect("a three-wafer step");
         assert_eq!((done.chunks, done.refed), (3, 0), "step {t}: {done:?}");
         gold.step(t, &[(0, &reduce(&per_wafer, 0x7))]).unwrap();
     }
@@ -123,14 +123,14 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
     // A fan-out wider than the node is refused, and its words are consumed.
     let wide: Vec<Vec<u32>> = (0..PORTS + 1).map(|_| gen.words(LEN)).collect();
     let refs: Vec<&[u32]> = wide.iter().map(Vec::as_slice).collect();
-    let e = dev.step_wafers(0, 4, &refs).expect_err("five wafers on a four-port node");
+    let e = dev.step_layer_wafers(0, 4, &refs).expect_err("five wafers on a four-port node");
     assert_eq!(e.refusal(), Some(Status::BadArgument), "{e}");
 
     // Wafer 3 stops answering: four wafers configured, its words never sent.
     config(&mut dev, 0xf, 1 << 3);
     let per_wafer: Vec<Vec<u32>> = (0..4).map(|_| gen.words(LEN)).collect();
     let refs: Vec<&[u32]> = per_wafer.iter().map(Vec::as_slice).collect();
-    let done = dev.step_wafers(0, 4, &refs).expect("the step survives the dead wafer");
+    let done = dev.step_layer_wafers(0, 4, &refs).expect("the step survives the dead wafer");
     assert_eq!(done.refed, 1, "the aborted chunk was fed once more: {done:?}");
     gold.step(4, &[(0, &reduce(&per_wafer, 0x7))]).unwrap();
     same_state(&mut dev, &mut gold, "after the step with a dead wafer");
@@ -152,7 +152,7 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
     config(&mut dev, 0x7, 0);
     let per_wafer: Vec<Vec<u32>> = (0..3).map(|_| gen.words(LEN)).collect();
     let refs: Vec<&[u32]> = per_wafer.iter().map(Vec::as_slice).collect();
-    let done = dev.step_wafers(0, 5, &refs).expect("step 5");
+    let done = dev.step_layer_wafers(0, 5, &refs).expect("step 5");
     assert_eq!(done.refed, 0, "{done:?}");
     gold.step(5, &[(0, &reduce(&per_wafer, 0x7))]).unwrap();
     same_state(&mut dev, &mut gold, "after step 5");

@@ -851,7 +851,7 @@ pub enum OptimError {
     },
     /// {what} has no gradient `{name}`: the gradients file needs `step{{t}}/{{N}}` for every step t = 1..K and every model tensor N (docs/host.md "wsctl optim"); add it or pass fewer `--steps`
     #[error(
-        "{what} has no gradient `{name}`: the gradients file needs `step{{t}}/{{N}}` for every step t = 1..K and every model tensor N (docs/host.md \"wsctl optim\"); add it or pass fewer `--steps`"
+        "{what} has no gradient `{name}`: the gradients file needs `step{{t}}/{{N}}` (or, with `--wafers W`, `step{{t}}/wafer{{k}}/{{N}}` for k = 0..W-1) for every step t = 1..K and every model tensor N (docs/host.md \"wsctl optim\"); add it or pass fewer `--steps`"
     )]
     MissingGrad {
         /// The file.
@@ -934,6 +934,18 @@ pub enum OptimError {
         layer: u16,
         /// The layer's last step.
         at: u32,
+    },
+    /// {wafers} wafers' gradients cannot be reduced by {device}, whose SwarmX node has {ports} ports: use at most {ports} wafers
+    #[error(
+        "{wafers} wafers' gradients cannot be reduced by {device}, whose SwarmX node has {ports} ports: use at most {ports} wafers"
+    )]
+    Wafers {
+        /// Wafers asked for.
+        wafers: u32,
+        /// The node's downstream ports.
+        ports: usize,
+        /// The device.
+        device: String,
     },
     /// could not encode {what} as safetensors ({reason}): this is a bug; report it with the command line
     #[error(

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use ws_common::golden::optim::{step_consts, update, Hyper, Kind, Param};
 use ws_common::golden::schedule::Schedule;
+use ws_common::golden::swarm::{node_lane, NodeConfig};
 
 pub use board::{open_board, BoardMx};
 pub use files::{Grads, Model, Tensor};
@@ -124,7 +125,15 @@ pub trait MxDevice {
     fn read_array(&mut self, layer: u16, array: Array, len: u32) -> Result<Vec<u32>>;
     /// Runs step `t` on every layer given, with its reduced gradient (one word per parameter).
     fn step(&mut self, t: u32, grads: &[(u16, &[u32])]) -> Result<()>;
+    /// Runs step `t` on every layer given, with the gradients of `wafers` wafers (wafer-major:
+    /// wafer k's words are `[k·len, (k+1)·len)`), which SwarmX sums in its fixed order on
+    /// ports 0..wafers−1 before the optimizer.
+    fn step_wafers(&mut self, t: u32, wafers: u32, grads: &[(u16, &[u32])]) -> Result<()>;
 }
+
+/// Downstream ports of the simulated board's SwarmX node (`ws_soc`'s `SWARM_PORTS`): the
+/// [`Golden`] reduction's tree shape unless told otherwise.
+pub const SIM_SWARM_PORTS: usize = 4;
 
 /// One layer of [`Golden`].
 #[derive(Debug, Clone)]
@@ -135,16 +144,29 @@ struct GoldenLayer {
     at: u32,
 }
 
-/// An [`MxDevice`] on the host: [`ws_common::golden::optim`] over layers kept in `Vec`s.
-#[derive(Debug, Clone, Default)]
+/// An [`MxDevice`] on the host: [`ws_common::golden::optim`] over layers kept in `Vec`s, and
+/// [`ws_common::golden::swarm`] for multi-wafer steps.
+#[derive(Debug, Clone)]
 pub struct Golden {
     layers: BTreeMap<u16, GoldenLayer>,
+    swarm_ports: usize,
+}
+
+impl Default for Golden {
+    fn default() -> Self {
+        Golden { layers: BTreeMap::new(), swarm_ports: SIM_SWARM_PORTS }
+    }
 }
 
 impl Golden {
-    /// A device without layers.
+    /// A device without layers, reducing wafers as the simulated board's node does.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reduces multi-wafer gradients as a node of `ports` downstream ports (2..=16) does.
+    pub fn with_swarm_ports(self, ports: usize) -> Self {
+        Golden { swarm_ports: ports, ..self }
     }
 
     fn layer(&mut self, layer: u16) -> Result<&mut GoldenLayer> {
@@ -212,6 +234,37 @@ impl MxDevice for Golden {
         }
         Ok(())
     }
+
+    fn step_wafers(&mut self, t: u32, wafers: u32, grads: &[(u16, &[u32])]) -> Result<()> {
+        let ports = self.swarm_ports;
+        if wafers == 0 || wafers as usize > ports || !(2..=16).contains(&ports) {
+            return Err(OptimError::Wafers { wafers, ports, device: self.describe() }.into());
+        }
+        let mut reduced = Vec::with_capacity(grads.len());
+        for &(layer, g) in grads {
+            let len = self.layer(layer)?.cfg.len;
+            check_len(layer, || format!("the {wafers} wafers' gradients"), g.len(), len * wafers)?;
+            reduced.push((layer, reduce_wafers(ports, wafers, len as usize, g)));
+        }
+        let refs: Vec<(u16, &[u32])> = reduced.iter().map(|(l, g)| (*l, g.as_slice())).collect();
+        self.step(t, &refs)
+    }
+}
+
+/// SwarmX's sum of `wafers` wafers' gradients (wafer-major, `len` words each) on a node of
+/// `ports` ports, ports 0..wafers−1 active, no scale.
+pub fn reduce_wafers(ports: usize, wafers: u32, len: usize, words: &[u32]) -> Vec<u32> {
+    let mask = ((1u32 << wafers) - 1) as u16;
+    let cfg = NodeConfig::new(ports).mask(mask);
+    let mut v = vec![0u32; ports];
+    (0..len)
+        .map(|i| {
+            for (k, x) in v.iter_mut().enumerate().take(wafers as usize) {
+                *x = words[k * len + i];
+            }
+            node_lane(&cfg, &v).expect("ports and wafers were checked")
+        })
+        .collect()
 }
 
 fn field(p: &mut Param, a: Array) -> &mut u32 {
@@ -252,6 +305,8 @@ pub struct RunReport {
     pub device: String,
     /// Steps run.
     pub steps: u32,
+    /// Wafers whose gradients SwarmX summed each step; 0 for reduced gradients.
+    pub wafers: u32,
     /// Every layer, in layer order.
     pub layers: Vec<LayerResult>,
     /// Creating and writing the layers.
@@ -284,8 +339,12 @@ impl RunReport {
         }
         let secs = self.step_time.as_secs_f64();
         let rate = if secs > 0.0 { self.params() as f64 * f64::from(self.steps) / secs } else { 0.0 };
+        let wafers = match self.wafers {
+            0 => String::new(),
+            k => format!(" (gradients of {k} wafers summed by SwarmX)"),
+        };
         format!(
-            "{}{} layers, {} parameters, {} steps on {}: load {:.3} s, steps {:.3} s ({:.3e} parameter updates/s), read back {:.3} s\n",
+            "{}{} layers, {} parameters, {} steps{wafers} on {}: load {:.3} s, steps {:.3} s ({:.3e} parameter updates/s), read back {:.3} s\n",
             t.render(),
             self.layers.len(),
             self.params(),
@@ -323,8 +382,9 @@ pub enum Progress {
 /// Runs `steps` optimizer steps of `model` on `dev`: tensor i (sorted by name) becomes layer
 /// i, created with `cfg_for(tensor)` (its `len` is overridden by the tensor's), its w written
 /// and its optimizer state written as zeros (the PyTorch initial state), then every step
-/// t = 1..=steps gets each layer's gradient `step{t}/{name}`, and every array the optimizer
-/// keeps is read back.
+/// t = 1..=steps gets each layer's gradient `step{t}/{name}` (or, for multi-wafer gradients,
+/// every wafer's, through [`MxDevice::step_wafers`]), and every array the optimizer keeps is
+/// read back.
 pub fn run(
     dev: &mut dyn MxDevice,
     model: &Model,
@@ -354,7 +414,10 @@ pub fn run(
     let t1 = Instant::now();
     for t in 1..=steps {
         let g: Vec<(u16, &[u32])> = (0..model.tensors.len()).map(|i| (i as u16, grads.get(t, i))).collect();
-        dev.step(t, &g)?;
+        match grads.wafers() {
+            0 => dev.step(t, &g)?,
+            k => dev.step_wafers(t, k, &g)?,
+        }
         progress(Progress::Stepped { done: t, total: steps });
     }
     let step_time = t1.elapsed();
@@ -375,7 +438,15 @@ pub fn run(
         });
     }
     progress(Progress::Read);
-    Ok(RunReport { device: dev.describe(), steps, layers, load_time, step_time, read_time: t2.elapsed() })
+    Ok(RunReport {
+        device: dev.describe(),
+        steps,
+        wafers: grads.wafers(),
+        layers,
+        load_time,
+        step_time,
+        read_time: t2.elapsed(),
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,10 @@
 //!
 //! `run` drives the board the way a person would, with the real CLI, and echoes each
 //! command so it can be repeated by hand: start the simulator with the firmware, wait for
-//! the board to answer, print its identity table and the decoded firmware log, stop.
+//! the board to answer, print its identity table, run the optimizer half of a training run
+//! (three wafers' gradients summed by SwarmX into MemoryX's Adam, 20 steps, checked word for
+//! word against the golden model), print SwarmX's port table and the decoded firmware log,
+//! stop.
 
 use crate::util::{step, Ctx};
 use anyhow::{bail, Context, Result};
@@ -33,6 +36,34 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         wsctl(ctx, &["ping", "--count", "3"])?;
         step("board identity");
         wsctl(ctx, &["info"])?;
+        step("training run: 3 wafers' gradients summed by SwarmX, Adam applied by MemoryX, 20 steps");
+        let dir = ctx.root.join("target/run");
+        let d = |f: &str| dir.join(f).display().to_string();
+        wsctl(ctx, &["optim", "example", "--wafers", "3", "--out-dir", &d("")])?;
+        wsctl(
+            ctx,
+            &[
+                "optim",
+                "--model",
+                &d("model.safetensors"),
+                "--grads",
+                &d("grads.safetensors"),
+                "--steps",
+                "20",
+                "--optimizer",
+                "adam",
+                "--lr",
+                "0.01",
+                "--workers",
+                "3",
+                "--wafers",
+                "3",
+                "--out",
+                &d("result.safetensors"),
+                "--verify",
+            ],
+        )?;
+        wsctl(ctx, &["swarm", "status"])?;
         step("firmware log (defmt, decoded against the ELF)");
         wsctl(ctx, &["logs", "--elf", elf])?;
         step("simulator");

@@ -232,6 +232,18 @@ impl MxDevice for BoardMx {
         Ok(got.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 
+    fn step_wafers(&mut self, t: u32, wafers: u32, grads: &[(u16, &[u32])]) -> Result<()> {
+        for &(layer, g) in grads {
+            let len = self.layer(layer)?.len;
+            check_len(layer, || format!("the {wafers} wafers' gradients"), g.len(), len * wafers)?;
+        }
+        for &(layer, g) in grads {
+            let per: Vec<&[u32]> = g.chunks(g.len() / wafers.max(1) as usize).collect();
+            self.step_layer_wafers(layer, t, &per)?;
+        }
+        Ok(())
+    }
+
     fn step(&mut self, t: u32, grads: &[(u16, &[u32])]) -> Result<()> {
         // Check every layer first: a refused step changes nothing.
         for &(layer, g) in grads {
@@ -253,7 +265,7 @@ impl BoardMx {
     /// one word per parameter), which the board's SwarmX node sums in its fixed order
     /// (ports 0..K−1) before the optimizer lanes (`MxStep::wafers`). Needs a board whose SoC
     /// has SwarmX, with at least K ports.
-    pub fn step_wafers(&mut self, layer: u16, t: u32, per_wafer: &[&[u32]]) -> Result<MxStepDone> {
+    pub fn step_layer_wafers(&mut self, layer: u16, t: u32, per_wafer: &[&[u32]]) -> Result<MxStepDone> {
         let l = self.layer(layer)?;
         if per_wafer.is_empty() || per_wafer.len() > usize::from(u8::MAX) {
             return Err(OptimError::Board {

@@ -107,16 +107,25 @@ impl Model {
     }
 }
 
-/// The gradient of every step and layer of a model.
+/// The gradient of every step and layer of a model: one reduced gradient per parameter, or
+/// the gradients of several wafers for SwarmX to sum.
 #[derive(Debug, Clone)]
 pub struct Grads {
-    /// `by_step[t - 1][i]`: step t's gradient of tensor i.
+    /// `by_step[t - 1][i]`: step t's gradient of tensor i (wafer-major: wafer k's words are
+    /// `[k·len, (k+1)·len)`).
     by_step: Vec<Vec<Vec<u32>>>,
+    /// Wafers per gradient; 0 for one reduced gradient.
+    wafers: u32,
 }
 
 /// The name of step `t`'s gradient of tensor `name` in a gradients file.
 pub fn grad_name(t: u32, name: &str) -> String {
     format!("step{t}/{name}")
+}
+
+/// The name of wafer `k`'s step-`t` gradient of tensor `name` in a multi-wafer gradients file.
+pub fn wafer_grad_name(t: u32, k: u32, name: &str) -> String {
+    format!("step{t}/wafer{k}/{name}")
 }
 
 impl Grads {
@@ -125,32 +134,56 @@ impl Grads {
         Grads::parse(&read(path)?, &path.display().to_string(), model, steps)
     }
 
+    /// Reads a multi-wafer gradients file ([`Grads::parse_wafers`]).
+    pub fn load_wafers(path: &Path, model: &Model, steps: u32, wafers: u32) -> Result<Grads> {
+        Grads::parse_wafers(&read(path)?, &path.display().to_string(), model, steps, wafers)
+    }
+
     /// Parses the gradients of steps 1..=`steps` for every tensor of `model`: each
     /// `step{t}/{N}` must be there, F32, with N's shape.
     pub fn parse(bytes: &[u8], what: &str, model: &Model, steps: u32) -> Result<Grads> {
+        Grads::parse_wafers(bytes, what, model, steps, 0)
+    }
+
+    /// As [`Grads::parse`], with `wafers` > 0 gradients per step and tensor: each
+    /// `step{t}/wafer{k}/{N}` for k < `wafers`.
+    pub fn parse_wafers(bytes: &[u8], what: &str, model: &Model, steps: u32, wafers: u32) -> Result<Grads> {
         let st = SafeTensors::deserialize(bytes).map_err(|e| parse_err(what, e))?;
         let mut by_step = Vec::with_capacity(steps as usize);
         for t in 1..=steps {
             let mut layers = Vec::with_capacity(model.tensors.len());
             for m in &model.tensors {
-                let name = grad_name(t, &m.name);
-                let v = st
-                    .tensor(&name)
-                    .map_err(|_| OptimError::MissingGrad { what: what.into(), name: name.clone() })?;
-                if v.shape() != m.shape.as_slice() {
-                    return Err(OptimError::GradShape {
-                        name,
-                        what: what.into(),
-                        got: v.shape().to_vec(),
-                        want: m.shape.clone(),
+                let names: Vec<String> = if wafers == 0 {
+                    vec![grad_name(t, &m.name)]
+                } else {
+                    (0..wafers).map(|k| wafer_grad_name(t, k, &m.name)).collect()
+                };
+                let mut words = Vec::with_capacity(m.data.len() * names.len());
+                for name in names {
+                    let v = st
+                        .tensor(&name)
+                        .map_err(|_| OptimError::MissingGrad { what: what.into(), name: name.clone() })?;
+                    if v.shape() != m.shape.as_slice() {
+                        return Err(OptimError::GradShape {
+                            name,
+                            what: what.into(),
+                            got: v.shape().to_vec(),
+                            want: m.shape.clone(),
+                        }
+                        .into());
                     }
-                    .into());
+                    words.extend(f32_words(what, &name, &v)?);
                 }
-                layers.push(f32_words(what, &name, &v)?);
+                layers.push(words);
             }
             by_step.push(layers);
         }
-        Ok(Grads { by_step })
+        Ok(Grads { by_step, wafers })
+    }
+
+    /// Wafers per gradient; 0 for one reduced gradient per parameter.
+    pub fn wafers(&self) -> u32 {
+        self.wafers
     }
 
     /// Steps held.
@@ -158,7 +191,7 @@ impl Grads {
         self.by_step.len() as u32
     }
 
-    /// Step `t`'s (1-based) gradient of tensor `i`.
+    /// Step `t`'s (1-based) gradient of tensor `i`; with wafers, all of them, wafer-major.
     pub fn get(&self, t: u32, i: usize) -> &[u32] {
         &self.by_step[t as usize - 1][i]
     }
@@ -259,6 +292,7 @@ pub fn result_metadata(r: &RunReport) -> HashMap<String, String> {
     let mut m = HashMap::new();
     m.insert("format".into(), "weightstream-optim-1".into());
     m.insert("step".into(), r.steps.to_string());
+    m.insert("wafers".into(), r.wafers.to_string());
     let per: Vec<Vec<(&str, String)>> = r.layers.iter().map(|l| config_fields(&l.cfg)).collect();
     if let Some(first) = per.first() {
         for (k, (key, value)) in first.iter().enumerate() {
@@ -323,6 +357,12 @@ impl Rng {
 /// A small model and [`EXAMPLE_STEPS`] steps of gradients for it ([`EXAMPLE_TENSORS`],
 /// values from `seed`): the bytes of the model file and of the gradients file.
 pub fn example(seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    example_wafers(seed, 0)
+}
+
+/// As [`example`], with `wafers` > 0 gradients per step and tensor
+/// (`step{t}/wafer{k}/{N}`), for SwarmX to sum.
+pub fn example_wafers(seed: u64, wafers: u32) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut r = Rng::new(seed);
     let model: Vec<Tensor> = EXAMPLE_TENSORS
         .iter()
@@ -338,8 +378,15 @@ pub fn example(seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut grads = Vec::new();
     for t in 1..=EXAMPLE_STEPS {
         for m in &model {
-            let data = (0..m.data.len()).map(|_| r.uniform(0.1)).collect();
-            grads.push(Tensor { name: grad_name(t, &m.name), shape: m.shape.clone(), data });
+            let names: Vec<String> = if wafers == 0 {
+                vec![grad_name(t, &m.name)]
+            } else {
+                (0..wafers).map(|k| wafer_grad_name(t, k, &m.name)).collect()
+            };
+            for name in names {
+                let data = (0..m.data.len()).map(|_| r.uniform(0.1)).collect();
+                grads.push(Tensor { name, shape: m.shape.clone(), data });
+            }
         }
     }
     let meta = |k: &str| {
@@ -351,11 +398,11 @@ pub fn example(seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     ))
 }
 
-/// Writes [`example`] as `DIR/model.safetensors` and `DIR/grads.safetensors` (creating DIR)
-/// and returns both paths.
-pub fn write_example(dir: &Path, seed: u64) -> Result<(PathBuf, PathBuf)> {
+/// Writes [`example_wafers`] as `DIR/model.safetensors` and `DIR/grads.safetensors`
+/// (creating DIR) and returns both paths.
+pub fn write_example(dir: &Path, seed: u64, wafers: u32) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(dir).map_err(|source| OptimError::Write { path: dir.into(), source })?;
-    let (m, g) = example(seed)?;
+    let (m, g) = example_wafers(seed, wafers)?;
     let (mp, gp) = (dir.join("model.safetensors"), dir.join("grads.safetensors"));
     write(&mp, &m)?;
     write(&gp, &g)?;

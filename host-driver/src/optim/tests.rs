@@ -282,3 +282,43 @@ fn arrays_per_optimizer() {
     }
     assert_eq!(Array::from_code(4), None);
 }
+
+#[test]
+fn multi_wafer_runs_reduce_in_the_nodes_order_then_step() {
+    let (m, g) = files::example_wafers(5, 3).unwrap();
+    let model = Model::parse(&m, "m").unwrap();
+    let grads = Grads::parse_wafers(&g, "g", &model, EXAMPLE_STEPS, 3).unwrap();
+    assert_eq!(grads.wafers(), 3);
+    assert_eq!(grads.get(1, 0).len(), 3 * model.tensors[0].data.len());
+    // A reduced-gradient reader finds no `step1/{N}`, and a fourth wafer is missing.
+    assert!(Grads::parse(&g, "g", &model, 1).is_err());
+    let e = Grads::parse_wafers(&g, "g", &model, 1, 4).unwrap_err().to_string();
+    assert!(e.contains("step1/wafer3/"), "{e}");
+
+    let c = cfg(Hyper::ADAM, Schedule::constant(1e-2));
+    let r = run(&mut Golden::new(), &model, &grads, 4, &|_| c, &mut |_| {}).unwrap();
+    assert_eq!(r.wafers, 3);
+    assert!(r.summary().contains("gradients of 3 wafers summed by SwarmX"), "{}", r.summary());
+    assert_eq!(files::result_metadata(&r)["wafers"], "3");
+    // The same steps by hand: the node's fixed order on a 4-port node is ((g0 + g1) + (g2 + −0)).
+    for (i, t) in model.tensors.iter().enumerate() {
+        let n = t.data.len();
+        let mut params: Vec<Param> = t.data.iter().map(|&w| Param { w, ..Param::default() }).collect();
+        for s in 1..=4 {
+            let k = step_consts(&c.hyper, s, c.schedule.lr_at(s), c.workers, c.batch);
+            let g = grads.get(s, i);
+            for (j, p) in params.iter_mut().enumerate() {
+                let add = ws_common::golden::fp::add;
+                let sum = add(add(g[j], g[n + j]), add(g[2 * n + j], 0x8000_0000));
+                *p = update(&k, *p, sum);
+            }
+        }
+        let w: Vec<u32> = params.iter().map(|p| p.w).collect();
+        assert_eq!(r.layers[i].array(Array::W).unwrap(), w.as_slice(), "{}", t.name);
+    }
+    // A node of 4 ports cannot take 5 wafers.
+    let mut dev = Golden::new();
+    dev.create_layer(0, &LayerConfig { len: 2, ..c }).unwrap();
+    let e = dev.step_wafers(1, 5, &[(0, &[0; 10])]).unwrap_err().to_string();
+    assert!(e.contains("at most 4 wafers"), "{e}");
+}

@@ -30,6 +30,10 @@ enum Sub {
         /// Seed of the random values.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Write W wafers' gradients per step and tensor (`step{t}/wafer{k}/{N}`) for
+        /// `wsctl optim --wafers W`, instead of one reduced gradient.
+        #[arg(long, default_value_t = 0, value_name = "W")]
+        wafers: u32,
     },
 }
 
@@ -45,7 +49,8 @@ struct RunArgs {
     /// The model: F32 tensors, one MemoryX layer each.
     #[arg(long, value_name = "FILE", required = true)]
     model: Option<PathBuf>,
-    /// The gradients: `step{t}/{tensor}` for t = 1..K.
+    /// The gradients: `step{t}/{tensor}` for t = 1..K (with --wafers W,
+    /// `step{t}/wafer{k}/{tensor}` for k = 0..W-1).
     #[arg(long, value_name = "FILE", required = true)]
     grads: Option<PathBuf>,
     /// Steps to run (K).
@@ -99,16 +104,25 @@ struct RunArgs {
     /// Samples per wafer and step.
     #[arg(long, default_value_t = 1, value_name = "N")]
     batch: u32,
+    /// Each step's gradients come from W wafers, which the board's SwarmX node sums in its
+    /// fixed order (ports 0..W-1) before the optimizer; 0: one reduced gradient.
+    #[arg(long, default_value_t = 0, value_name = "W")]
+    wafers: u32,
     /// Run the golden model on the host instead of the board.
     #[arg(long)]
     golden: bool,
+    /// After the board's run, run the golden model on the same files and compare every word;
+    /// fail if one differs.
+    #[arg(long, conflicts_with = "golden")]
+    verify: bool,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
-    if let Some(Sub::Example { out_dir, seed }) = a.sub {
-        let (m, g) = files::write_example(&out_dir, seed)?;
+    if let Some(Sub::Example { out_dir, seed, wafers }) = a.sub {
+        let (m, g) = files::write_example(&out_dir, seed, wafers)?;
+        let w = if wafers > 0 { format!(" --wafers {wafers}") } else { String::new() };
         println!(
-            "wrote {} and {} ({} steps); try: wsctl optim --golden --model {} --grads {} --steps {} --optimizer adam --out out.safetensors",
+            "wrote {} and {} ({} steps); try: wsctl optim --golden --model {} --grads {} --steps {} --optimizer adam{w} --out out.safetensors",
             m.display(),
             g.display(),
             files::EXAMPLE_STEPS,
@@ -151,7 +165,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
         batch: r.batch,
     };
     let m = Model::load(&model)?;
-    let g = Grads::load(&grads, &m, steps)?;
+    let g = Grads::load_wafers(&grads, &m, steps, r.wafers)?;
     let mut dev: Box<dyn MxDevice> = if r.golden { Box::new(Golden::new()) } else { board_device(ctx)? };
     let bar = indicatif::ProgressBar::new(u64::from(steps));
     bar.set_style(
@@ -174,7 +188,31 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
     files::write_result(&out, &report)?;
     print!("{}", report.summary());
     println!("wrote {}", out.display());
+    if r.verify {
+        let gold = run_optim(&mut Golden::new(), &m, &g, steps, &|_| cfg, &mut |_| {})
+            .context("running the golden model for --verify")?;
+        let (words, diff) = compare(&report, &gold);
+        if diff > 0 {
+            anyhow::bail!(
+                "the board's result differs from the golden model in {diff} of {words} words: keep {} and report it with this command line",
+                out.display()
+            );
+        }
+        println!("verified: all {words} words (weights and optimizer state) bit-exact with the golden model");
+    }
     Ok(())
+}
+
+/// Words compared and words that differ between two runs of the same files.
+fn compare(a: &host_driver::optim::RunReport, b: &host_driver::optim::RunReport) -> (usize, usize) {
+    let (mut words, mut diff) = (0, 0);
+    for (x, y) in a.layers.iter().zip(&b.layers) {
+        for ((_, p), (_, q)) in x.arrays.iter().zip(&y.arrays) {
+            words += p.len();
+            diff += p.iter().zip(q).filter(|(u, v)| u != v).count() + p.len().abs_diff(q.len());
+        }
+    }
+    (words, diff)
 }
 
 /// The board's MemoryX over link v2: its bulk channels switched to MemoryX's rings.
