@@ -69,6 +69,9 @@ struct SwarmPlane {
     reduced: u32,
     /// Fault injection (`SwarmConfig::dead`): wafers whose words multi-wafer steps skip.
     dead: u16,
+    /// The ports with a wafer behind them: ports 0..K−1 during a step of K wafers, every
+    /// port otherwise. The node's mask never holds a port outside it.
+    fed: u16,
 }
 
 /// How one chunk of a multi-wafer step ended.
@@ -83,6 +86,11 @@ enum ChunkEnd {
 /// The streamer's code for a gradient chunk whose first flit is not a gradient (SwarmX's
 /// error flit in its place): refused whole, nothing applied (docs/memoryx-store.md "Errors").
 const E_GRAD_KIND: u8 = 0x14;
+
+/// The node's ports 0..K−1, which a step of K wafers feeds.
+fn fed_ports(wafers: u32) -> u16 {
+    1u16.checked_shl(wafers).map_or(u16::MAX, |b| b.wrapping_sub(1))
+}
 
 /// Failure of a request: its status, logged with the cause.
 fn fault(e: MxError) -> Status {
@@ -126,7 +134,7 @@ impl MemoryXPlane {
             hw.enable_irq();
             #[cfg(feature = "defmt")]
             defmt::info!("swarmx: {=u8} ports, {=u8} adder levels", hw.params().ports, hw.params().levels);
-            SwarmPlane { hw, policy, errors, reduced, dead: 0 }
+            SwarmPlane { hw, policy, errors, reduced, dead: 0, fed: u16::MAX }
         });
         self
     }
@@ -146,7 +154,8 @@ impl MemoryXPlane {
                 a.step,
                 a.chunk
             );
-            if let Some(s) = sw.policy.on_abort(&a) {
+            if sw.policy.on_abort(&a).is_some() {
+                let s = sw.policy.settings_within(sw.fed);
                 sw.hw.apply(&s);
                 #[cfg(feature = "defmt")]
                 defmt::warn!("swarmx: ports now {=u16:#06x}", s.mask);
@@ -406,6 +415,8 @@ impl MemoryXPlane {
             _ if wafers == 0 => Ok(l),
             None => Err(Status::NotPresent),
             Some(sw) if wafers > u32::from(sw.hw.params().ports) => Err(Status::BadArgument),
+            // Every port with a wafer behind it is masked: nothing would be summed.
+            Some(sw) if sw.policy.active() & fed_ports(wafers) == 0 => Err(Status::BadArgument),
             Some(_) => Ok(l),
         });
         let l = match checked {
@@ -429,11 +440,13 @@ impl MemoryXPlane {
             0
         } else {
             let dead = self.swarm.as_ref().map_or(0, |sw| sw.dead);
+            self.set_fed(fed_ports(wafers));
             self.mx.set_route(wafers, dead);
             self.mx.set_wout_swarm(true);
             let r = self.feed_wafers(q, &l, wafers, eng);
             self.mx.set_route(0, 0);
             self.mx.set_wout_swarm(false);
+            self.set_fed(u16::MAX);
             r?
         };
         let cycles = self.mx.cycles().wrapping_sub(start);
@@ -441,6 +454,15 @@ impl MemoryXPlane {
         self.steps = self.steps.wrapping_add(1);
         let lr = (l.schedule.lr_at(q.t) as f32).to_bits();
         Ok(MxStepDone { t: q.t, chunks: l.chunks(), lr, cycles, refed })
+    }
+
+    /// Limits the node to the ports of `fed` (those with a wafer behind them) and writes
+    /// the policy's mask and scale within them.
+    fn set_fed(&mut self, fed: u16) {
+        if let Some(sw) = self.swarm.as_mut() {
+            sw.fed = fed;
+            sw.hw.apply(&sw.policy.settings_within(fed));
+        }
     }
 
     /// One reduced gradient per parameter, straight into the streamer, in pieces of whole

@@ -215,8 +215,16 @@ impl Policy {
 
     /// What the node must hold now.
     pub fn settings(&self) -> NodeSettings {
-        let n = self.active().count_ones();
-        NodeSettings { mask: self.active(), scale: self.scale.then(|| (1.0f32 / n.max(1) as f32).to_bits()) }
+        self.settings_within(u16::MAX)
+    }
+
+    /// What the node must hold while only the ports of `fed` have a wafer behind them (a
+    /// step of K wafers feeds ports 0..K−1): the active ports among them, and the scale
+    /// over their count. A port with no wafer is left out rather than left to time out.
+    pub fn settings_within(&self, fed: u16) -> NodeSettings {
+        let mask = self.active() & fed;
+        let n = mask.count_ones();
+        NodeSettings { mask, scale: self.scale.then(|| (1.0f32 / n.max(1) as f32).to_bits()) }
     }
 
     /// Port `p`'s state.
@@ -390,6 +398,21 @@ mod tests {
         assert_eq!((ev[1].port, ev[1].mask), (2, 0b1011));
         // The same port timing out again (a chunk already in flight) changes nothing.
         assert_eq!(p.on_abort(&timeout(0b0100, 2)), None);
+    }
+
+    #[test]
+    fn a_step_of_fewer_wafers_leaves_the_unfed_ports_out() {
+        let mut p = Policy::new(4);
+        p.set_host(0b1111, true).unwrap();
+        // Three wafers on ports 0..2: port 3 has nothing behind it and must not time out.
+        let s = p.settings_within(0b0111);
+        assert_eq!(s, NodeSettings { mask: 0b0111, scale: Some((1.0f32 / 3.0).to_bits()) });
+        // A port the policy masked stays out within the fed ones, and the scale follows.
+        p.on_abort(&timeout(0b0010, 1)).unwrap();
+        let s = p.settings_within(0b0111);
+        assert_eq!(s, NodeSettings { mask: 0b0101, scale: Some(0.5f32.to_bits()) });
+        // The host's own mask is untouched by the step.
+        assert_eq!((p.host_mask(), p.active()), (0b1111, 0b1101));
     }
 
     #[test]
