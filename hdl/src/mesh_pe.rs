@@ -15,6 +15,16 @@ pub const MESH_PE_VLT: &str = "hdl/lint/mesh_pe.vlt";
 pub const PE_FILES: &[&str] =
     &["hdl/rtl/ws_optim_fma.v", "hdl/rtl/ws_mesh_pe_sram.v", "hdl/rtl/ws_mesh_pe.v"];
 
+/// The loss stage's iterative divider alone (`hdl/rtl/ws_mesh_div.v`).
+pub fn div_spec() -> BlockSpec {
+    let mut spec = BlockSpec::new("ws_mesh_div").file("hdl/rtl/ws_mesh_div.v");
+    spec.vlt_files.push(MESH_PE_VLT.into());
+    spec
+}
+
+/// Cycles from `start` to `done` of `ws_mesh_div` for finite nonzero operands.
+pub const DIV_CYCLES: u64 = 28;
+
 /// `cfg_addr` of the control register.
 pub const CFG_CTRL: u16 = 0x0000;
 /// `cfg_addr` of word 0 of instruction 0; instruction n word w is at `CFG_PROG + 4n + w`.

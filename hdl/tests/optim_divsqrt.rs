@@ -2,7 +2,8 @@
 //! against Rust's correctly rounded `f32` `/` and `sqrt` (NaNs canonical, as FPnew's): every
 //! pair of edge operands (±0, ±inf, NaNs, subnormal and normal range ends, exact squares),
 //! then 10^6 random operands per unit at the lanes' pipelining, one per cycle, with bubbles;
-//! smaller sweeps at other pipelining.
+//! smaller sweeps at other pipelining. The mesh PE's small iterative divider (`ws_mesh_div`,
+//! the loss stage's) against the same operands.
 
 use rand::RngExt;
 use ws_common::golden::{fp, optim};
@@ -117,4 +118,46 @@ fn other_pipelinings() {
             check(dut, &sqrt_ops(dut.seed(), 20_000), true, divsqrt_latency(steps).into(), &std_sqrt);
         });
     }
+}
+
+/// `ws_mesh_div`: one division at a time, start to done, every result and its latency.
+#[test]
+fn mesh_div_is_correctly_rounded() {
+    run_test("mesh_div", &ws_hdl::mesh_pe::div_spec(), 25, |dut| {
+        let ops = div_ops(dut.seed(), 100_000);
+        let (start, a, b) = (dut.port("start"), dut.port("a"), dut.port("b"));
+        let (done, busy, q) = (dut.port("done"), dut.port("busy"), dut.port("q"));
+        dut.reset(2);
+        let mut rng = ws_hdl::dut::rng(dut.seed(), 0xd2);
+        for &(x, y) in &ops {
+            // A few idle cycles between divisions, sometimes none.
+            for _ in 0..rng.random_range(0..3u32) {
+                dut.tick();
+            }
+            dut.set(start, 1);
+            dut.set(a, u64::from(x));
+            dut.set(b, u64::from(y));
+            dut.tick();
+            dut.set(start, 0);
+            // Operands change while it works: it must have taken them at the start.
+            dut.set(a, u64::from(rng.random::<u32>()));
+            dut.set(b, u64::from(rng.random::<u32>()));
+            let mut cycles = 1u64;
+            dut.eval();
+            while !dut.get_bool(done) {
+                assert!(dut.get_bool(busy), "idle without done for {x:#010x} / {y:#010x}");
+                dut.tick();
+                cycles += 1;
+                assert!(cycles <= ws_hdl::mesh_pe::DIV_CYCLES, "{x:#010x} / {y:#010x} takes too long");
+            }
+            let (got, want) = (dut.get(q) as u32, optim::div(x, y));
+            assert_eq!(got, want, "{x:#010x} / {y:#010x} = {got:#010x}, want {want:#010x}");
+            assert_eq!(want, std_div(x, y), "the golden div is IEEE division");
+            let special = fp::is_nan(x) || fp::is_nan(y) || x << 1 == 0 || y << 1 == 0
+                || (x << 1) == 0xff00_0000 || (y << 1) == 0xff00_0000;
+            let expect = if special { 1 } else { ws_hdl::mesh_pe::DIV_CYCLES };
+            assert_eq!(cycles, expect, "latency of {x:#010x} / {y:#010x}");
+            dut.tick();
+        }
+    });
 }
