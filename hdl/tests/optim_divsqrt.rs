@@ -153,8 +153,12 @@ fn mesh_div_is_correctly_rounded() {
             let (got, want) = (dut.get(q) as u32, optim::div(x, y));
             assert_eq!(got, want, "{x:#010x} / {y:#010x} = {got:#010x}, want {want:#010x}");
             assert_eq!(want, std_div(x, y), "the golden div is IEEE division");
-            let special = fp::is_nan(x) || fp::is_nan(y) || x << 1 == 0 || y << 1 == 0
-                || (x << 1) == 0xff00_0000 || (y << 1) == 0xff00_0000;
+            let special = fp::is_nan(x)
+                || fp::is_nan(y)
+                || x << 1 == 0
+                || y << 1 == 0
+                || (x << 1) == 0xff00_0000
+                || (y << 1) == 0xff00_0000;
             let expect = if special { 1 } else { ws_hdl::mesh_pe::DIV_CYCLES };
             assert_eq!(cycles, expect, "latency of {x:#010x} / {y:#010x}");
             dut.tick();
