@@ -96,7 +96,10 @@ module ws_mesh_div (
     wire        sub = exp_reg < 11'sd1;
     wire signed [10:0] shift_s = 11'sd1 - exp_reg;
     wire [4:0]  shift = sub ? ((shift_s > 11'sd26) ? 5'd26 : shift_s[4:0]) : 5'd0;
+    // qs[25] (the leading 1 of a normal quotient) is implied by the exponent, never packed.
+    /* verilator lint_off UNUSEDSIGNAL */
     wire [25:0] qs = quo_reg >> shift;
+    /* verilator lint_on UNUSEDSIGNAL */
     wire [25:0] lost_mask = ~(26'h3ff_ffff << shift);
     wire        sticky = (quo_reg & lost_mask) != 26'd0 || rem_reg != 26'd0 || qs[0];
     wire        guard = qs[1];

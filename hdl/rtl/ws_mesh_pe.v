@@ -133,11 +133,12 @@ module ws_mesh_pe #(
     localparam OQW = $clog2(OQ_DEPTH);
     localparam [OQW:0] OQ_FULL = OQ_DEPTH;
 
-    localparam [3:0] OP_FWD = 4'd1, OP_DUMP = 4'd2, OP_DX = 4'd3, OP_MASK = 4'd4, OP_GRAD = 4'd5;
+    localparam [3:0] OP_FWD = 4'd1, OP_DUMP = 4'd2, OP_DX = 4'd3, OP_MASK = 4'd4, OP_GRAD = 4'd5,
+                     OP_LOSS = 4'd6;
     localparam [3:0] ERR_RANGE = 4'd1, ERR_LEN = 4'd2, ERR_OP = 4'd3, ERR_SHAPE = 4'd4,
                      ERR_BATCH = 4'd5, ERR_SRC = 4'd6, ERR_DST = 4'd7, ERR_OVERLAP = 4'd8;
-    localparam [2:0] S_IDLE = 3'd0, S_CHECK = 3'd1, S_FETCH = 3'd2, S_FWD = 3'd3, S_DUMP = 3'd4,
-                     S_DX = 3'd5, S_MASK = 3'd6, S_GRAD = 3'd7;
+    localparam [3:0] S_IDLE = 4'd0, S_CHECK = 4'd1, S_FETCH = 4'd2, S_FWD = 4'd3, S_DUMP = 4'd4,
+                     S_DX = 4'd5, S_MASK = 4'd6, S_GRAD = 4'd7, S_LOSS = 4'd8;
     // Where an FMA result goes.
     localparam [1:0] D_CHAIN = 2'd0, D_SRAM = 2'd1, D_OUT = 2'd2;
     localparam [31:0] SRAM_WORDS32 = SRAM_WORDS;
@@ -157,7 +158,7 @@ module ws_mesh_pe #(
     reg [31:0] prog_w1 [0:PROG_DEPTH-1];
     reg [31:0] prog_w2 [0:PROG_DEPTH-1];
 
-    reg [2:0]  state_reg;
+    reg [3:0]  state_reg;
     reg [15:0] prog_len_reg;
     reg [15:0] pc_reg;
     reg        range_err_reg;  // a write fell outside the program store or the SRAM
@@ -203,6 +204,10 @@ module ws_mesh_pe #(
     wire [24:0] dst_bm = dst0 + {1'b0, i_bm};
     wire [24:0] src_n = src0 + {9'd0, i_k};
     wire [24:0] dst_n = dst0 + {9'd0, i_k};
+    // LOSS: logits src + B*C (C = i_k), labels at lab = i_m (B words), loss and flag at dst (2B).
+    wire [24:0] lab0 = {9'd0, i_m};
+    wire [24:0] lab_b = lab0 + {17'd0, i_b};
+    wire [24:0] dst_2b = dst0 + {16'd0, i_b, 1'b0};
 
     reg [3:0] i_err;
     always @* begin
@@ -234,6 +239,13 @@ module ws_mesh_pe #(
             else if (i_b > MAX_B8) i_err = ERR_BATCH;
             else if (src_bk > SRAM_END) i_err = ERR_SRC;
             else if (dst_bm > SRAM_END) i_err = ERR_DST;
+        end else if (i_op == OP_LOSS) begin
+            if (i_flag) i_err = ERR_OP;
+            else if (i_b == 8'd0 || i_k == 16'd0) i_err = ERR_SHAPE;
+            else if (src_bk > SRAM_END || lab_b > SRAM_END) i_err = ERR_SRC;
+            else if (dst_2b > SRAM_END) i_err = ERR_DST;
+            else if ((src0 < dst_2b && dst0 < src_bk) || (lab0 < dst_2b && dst0 < lab_b)
+                     || (src0 < lab_b && lab0 < src_bk)) i_err = ERR_OVERLAP;
         end else if (i_op == OP_DUMP) begin
             if (i_k == 16'd0) i_err = ERR_SHAPE;
             else if (src_n > SRAM_END) i_err = ERR_SRC;
@@ -467,12 +479,58 @@ module ws_mesh_pe #(
         .WORDS(SRAM_WORDS)
     ) sram_inst (
         .clk(clk),
-        .wr_en(sram_we),
-        .wr_addr(sram_waddr),
-        .wr_data(sram_wdata),
-        .rd_en(rows_rd || g_rd || dm_issue || ld_issue || mk_issue),
-        .rd_addr(sram_raddr),
+        .wr_en(sram_we || lo_we),
+        .wr_addr(lossop ? lo_waddr : sram_waddr),
+        .wr_data(lossop ? lo_wdata : sram_wdata),
+        .rd_en(rows_rd || g_rd || dm_issue || ld_issue || mk_issue || lo_rd_en),
+        .rd_addr(lossop ? lo_raddr : sram_raddr),
         .rd_data(sram_rd_data)
+    );
+
+    // ---------------------------------------------------------------- the loss stage
+    // LOSS (op 6) runs ws_mesh_loss on the PE's own FMA and SRAM ports; nothing else issues
+    // or touches the SRAM while it runs.
+    wire          lossop = state_reg == S_LOSS;
+    wire          lo_start = state_reg == S_FETCH && pc_reg != prog_len_reg && i_op == OP_LOSS;
+    wire          lo_done;
+    wire          lo_rd_en;
+    wire [AW-1:0] lo_raddr;
+    wire          lo_we;
+    wire [AW-1:0] lo_waddr;
+    wire [31:0]   lo_wdata;
+    wire [31:0]   lo_a;
+    wire [31:0]   lo_b;
+    wire [31:0]   lo_c;
+    wire          lo_issue;
+    /* verilator lint_off UNUSEDSIGNAL */
+    wire          lo_busy;
+    /* verilator lint_on UNUSEDSIGNAL */
+
+    ws_mesh_loss #(
+        .AW(AW),
+        .FMA_LAT(L)
+    ) loss_inst (
+        .clk(clk),
+        .rst(rst),
+        .start(lo_start),
+        .in_b(i_b),
+        .in_c(i_k),
+        .in_src(i_src[AW-1:0]),
+        .in_lab(i_m[AW-1:0]),
+        .in_dst(i_dst[AW-1:0]),
+        .busy(lo_busy),
+        .done(lo_done),
+        .rd_en(lo_rd_en),
+        .rd_addr(lo_raddr),
+        .rd_data(sram_rd_data),
+        .we(lo_we),
+        .waddr(lo_waddr),
+        .wdata(lo_wdata),
+        .fma_a(lo_a),
+        .fma_b(lo_b),
+        .fma_c(lo_c),
+        .fma_out(fma_out),
+        .fma_issue(lo_issue)
     );
 
     // ---------------------------------------------------------------- FMA (FPnew)
@@ -483,9 +541,9 @@ module ws_mesh_pe #(
     ) fma_inst (
         .clk(clk),
         .rst(rst),
-        .in_a(st1_a_reg),
-        .in_b(op_b),
-        .in_c(op_c),
+        .in_a(lossop ? lo_a : st1_a_reg),
+        .in_b(lossop ? lo_b : op_b),
+        .in_c(lossop ? lo_c : op_c),
         .out_data(fma_out)
     );
 
@@ -732,6 +790,7 @@ module ws_mesh_pe #(
                                 mk_phase_reg <= 1'b0;
                                 state_reg <= S_MASK;
                             end
+                            OP_LOSS: state_reg <= S_LOSS;
                             OP_GRAD: begin
                                 g_issuing_reg <= i_b != 8'd0;
                                 ld_left_reg <= i_b;
@@ -759,6 +818,12 @@ module ws_mesh_pe #(
                 S_GRAD: begin
                     cnt_grad_cycles <= cnt_grad_cycles + 1'b1;
                     if (grad_drained) begin
+                        pc_reg <= pc_reg + 16'd1;
+                        state_reg <= S_FETCH;
+                    end
+                end
+                S_LOSS: begin
+                    if (lo_done) begin
                         pc_reg <= pc_reg + 16'd1;
                         state_reg <= S_FETCH;
                     end
@@ -819,7 +884,7 @@ module ws_mesh_pe #(
             end
             mk_rv_reg <= mk_issue;
 
-            if (issue) cnt_fma <= cnt_fma + 1'b1;
+            if (issue || lo_issue) cnt_fma <= cnt_fma + 1'b1;
             st1_v_reg <= issue;
             d_v_reg <= c_v[L-1:0];
 

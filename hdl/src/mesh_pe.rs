@@ -12,8 +12,13 @@ use crate::vbuild::BuildError;
 pub const MESH_PE_VLT: &str = "hdl/lint/mesh_pe.vlt";
 
 /// Our RTL files of the PE, in compile order.
-pub const PE_FILES: &[&str] =
-    &["hdl/rtl/ws_optim_fma.v", "hdl/rtl/ws_mesh_pe_sram.v", "hdl/rtl/ws_mesh_pe.v"];
+pub const PE_FILES: &[&str] = &[
+    "hdl/rtl/ws_optim_fma.v",
+    "hdl/rtl/ws_mesh_pe_sram.v",
+    "hdl/rtl/ws_mesh_div.v",
+    "hdl/rtl/ws_mesh_loss.v",
+    "hdl/rtl/ws_mesh_pe.v",
+];
 
 /// The loss stage's iterative divider alone (`hdl/rtl/ws_mesh_div.v`).
 pub fn div_spec() -> BlockSpec {
@@ -158,6 +163,22 @@ pub enum Instr {
         /// Word address of dz (B×M).
         dz: u32,
     },
+    /// The loss stage (softmax cross-entropy, `golden::mesh::loss::softmax_xent`) of B
+    /// samples of C classes, in place: logits at `src` (B×C) become dz, labels (unsigned
+    /// integers) at `lab` (B words), each sample's loss and correct flag (1.0 or +0) at
+    /// `dst + 2s` and `dst + 2s + 1`.
+    Loss {
+        /// Samples.
+        b: u32,
+        /// Classes.
+        c: u32,
+        /// Word address of the logits (overwritten with dz).
+        src: u32,
+        /// Word address of the labels.
+        lab: u32,
+        /// Word address of the (loss, flag) pairs.
+        dst: u32,
+    },
     /// Three raw words (for testing the checks).
     Raw([u32; 3]),
 }
@@ -175,6 +196,7 @@ impl Instr {
             Instr::Grad { head, b, k, m, x, dz } => {
                 [5 | (u32::from(head) << 4) | (b << 8), k | (m << 16), x | (dz << 16)]
             }
+            Instr::Loss { b, c, src, lab, dst } => [6 | (b << 8), c | (lab << 16), src | (dst << 16)],
             Instr::Raw(w) => w,
         }
     }

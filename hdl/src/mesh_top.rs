@@ -19,6 +19,8 @@ pub mod scenario;
 pub const ARRAY_FILES: &[&str] = &[
     "hdl/rtl/ws_optim_fma.v",
     "hdl/rtl/ws_mesh_pe_sram.v",
+    "hdl/rtl/ws_mesh_div.v",
+    "hdl/rtl/ws_mesh_loss.v",
     "hdl/rtl/ws_mesh_pe.v",
     "hdl/rtl/ws_mesh_router_buf.v",
     "hdl/rtl/ws_mesh_router.v",

@@ -247,6 +247,7 @@ fn bad_programs_are_refused() {
         let ok = fwd(2, 4, 3, 0, 100);
         let dx = |b: u32, k: u32, m: u32, src: u32, dst: u32| Instr::Dx { b, k, m, src, dst };
         let grad = |head: bool, b: u32, k: u32, m: u32, x: u32, dz: u32| Instr::Grad { head, b, k, m, x, dz };
+        let loss = |b: u32, c: u32, src: u32, lab: u32, dst: u32| Instr::Loss { b, c, src, lab, dst };
         let weights: Vec<u32> = (0..3 * 5).map(|_| value(&mut rng, Values::Mild(10))).collect();
         let sentinel: Vec<u32> = (0..16).map(|i| 0x1234_0000 + i).collect();
         pe::load_sram(dut, 100, &sentinel);
@@ -293,6 +294,16 @@ fn bad_programs_are_refused() {
             (vec![grad(false, 2, 4, 3, sram - 7, 0)], 1, err::SRC, 0),
             (vec![grad(true, 2, 4, 3, 0, sram - 5)], 1, err::DST, 0),
             (vec![ok, grad(false, 16, 128, 64, 1000, 0)], 2, err::SRC, 1),
+            // LOSS: logits (B×C) at src, labels (B) at lab, (loss, flag) pairs (2B) at dst.
+            (vec![Instr::Raw([6 | (1 << 4) | (2 << 8), 10 | (50 << 16), 60 << 16])], 1, err::OP, 0),
+            (vec![loss(0, 10, 0, 50, 60)], 1, err::SHAPE, 0),
+            (vec![loss(2, 0, 0, 50, 60)], 1, err::SHAPE, 0),
+            (vec![loss(2, 10, sram - 19, 0, 200)], 1, err::SRC, 0),
+            (vec![loss(2, 10, 0, sram - 1, 200)], 1, err::SRC, 0),
+            (vec![loss(2, 10, 0, 50, sram - 3)], 1, err::DST, 0),
+            (vec![loss(2, 10, 0, 50, 19)], 1, err::OVERLAP, 0),
+            (vec![loss(2, 10, 0, 19, 200)], 1, err::OVERLAP, 0),
+            (vec![ok, loss(2, 10, 0, 50, 51)], 2, err::OVERLAP, 1),
         ];
         for (n, (prog, len, code, pc)) in cases.iter().enumerate() {
             pe::load_program(dut, prog);
@@ -643,5 +654,147 @@ fn backward_utilisation() {
                 g.fma as f64 / g.grad_cycles as f64
             );
         }
+    });
+}
+
+/// Logits that walk the loss stage's edges (docs/mesh.md "The loss stage"): NaN, ±∞, logits
+/// so far apart that z − m overflows, gaps that make e subnormal or 0, subnormal logits, ties
+/// and ±0.
+fn edge_logits() -> Vec<(Vec<f32>, u32)> {
+    let nan = f32::from_bits(0xffc0_0001);
+    let snan = f32::from_bits(0x7f80_0001);
+    let sub = f32::from_bits(1);
+    vec![
+        (vec![1.0, nan, 2.0], 0),
+        (vec![1.0, snan, 2.0], 2),
+        (vec![f32::INFINITY, 2.0], 1),
+        (vec![f32::NEG_INFINITY, 2.0], 1),
+        (vec![f32::NEG_INFINITY, 2.0], 0),
+        (vec![f32::NEG_INFINITY, f32::NEG_INFINITY], 0),
+        (vec![3e38, -3e38], 1),
+        (vec![3e38, -3e38], 0),
+        (vec![0.0, -90.0, -200.0], 0),
+        (vec![0.0, -90.0, -200.0], 1),
+        (vec![sub, -sub, 0.0], 0),
+        (vec![-0.0, 0.0, -0.0, 0.0], 3),
+        (vec![5.0, 5.0, 5.0], 2),
+        (vec![-7.5], 0),
+        (vec![88.0, 0.0, -16.0, 1e-30], 2),
+        (vec![-1e30, -1e30 + 1e24, f32::MIN_POSITIVE], 2),
+    ]
+}
+
+/// What the loss stage should leave for one sample: dz over the logits, the loss and the
+/// flag. A label that is no class gives a NaN loss, flag +0 and dz = softmax without the
+/// one-hot (ws_mesh_loss.v), which the golden function refuses: it is built from its parts.
+fn loss_golden(z: &[u32], label: u32) -> (Vec<u32>, u32, u32) {
+    use ws_common::golden::fp::{add, CANONICAL_NAN, NEG_ZERO, ONE};
+    use ws_common::golden::mesh::funcs::{exp, SIGN};
+    use ws_common::golden::mesh::loss::softmax_xent;
+    use ws_common::golden::optim::fma;
+    let mut dz = z.to_vec();
+    if (label as usize) < z.len() {
+        let r = softmax_xent(&mut dz, label as usize).unwrap();
+        let flag = if r.pred == label as usize { ONE } else { 0 };
+        return (dz, r.loss, flag);
+    }
+    // Softmax with no one-hot: the same operations, with −0 for every class.
+    let mut with0 = z.to_vec();
+    let r = softmax_xent(&mut with0, 0).unwrap();
+    let neg_m = r.max ^ SIGN;
+    for v in dz.iter_mut() {
+        *v = fma(exp(add(*v, neg_m)), r.recip, NEG_ZERO);
+    }
+    (dz, CANONICAL_NAN, 0)
+}
+
+/// One LOSS run: B samples of C classes at `bases` = [logits, labels, (loss, flag)], then a
+/// DUMP of dz and of the pairs, checked word for word. Returns the status.
+fn run_loss(
+    dut: &mut Dut,
+    z: &[u32],
+    labels: &[u32],
+    c: usize,
+    bases: [u32; 3],
+    sink: Pattern,
+) -> pe::Status {
+    let b = labels.len();
+    let [zb, lb, db] = bases;
+    pe::load_sram(dut, zb, z);
+    pe::load_sram(dut, lb, labels);
+    let (b32, c32) = (b as u32, c as u32);
+    pe::load_program(
+        dut,
+        &[
+            Instr::Loss { b: b32, c: c32, src: zb, lab: lb, dst: db },
+            Instr::Dump { src: zb, count: b32 * c32 },
+            Instr::Dump { src: db, count: 2 * b32 },
+        ],
+    );
+    let (st, out, _) = pe::run(dut, 3, &[], Pattern::Always, sink, 5000 * b as u64 * (c as u64 + 4));
+    assert!(st.done && !st.err, "C={c} B={b}: {st:?}");
+    assert_eq!(out.len(), b * c + 2 * b, "C={c} B={b}: words dumped");
+    for s in 0..b {
+        let (dz, loss, flag) = loss_golden(&z[s * c..(s + 1) * c], labels[s]);
+        let ctx = format!("C={c} B={b} sample {s} z={:x?} label {}", &z[s * c..(s + 1) * c], labels[s]);
+        for (i, want) in dz.iter().enumerate() {
+            let got = out[s * c + i].0;
+            assert!(got == *want, "{ctx}: dz_{i} {got:#010x}, golden {want:#010x}");
+        }
+        let (gl, gf) = (out[b * c + 2 * s].0, out[b * c + 2 * s + 1].0);
+        assert!(gl == loss, "{ctx}: loss {gl:#010x}, golden {loss:#010x}");
+        assert!(gf == flag, "{ctx}: flag {gf:#010x}, golden {flag:#010x}");
+    }
+    st
+}
+
+#[test]
+fn loss_stage_is_bit_exact() {
+    run_test("mesh_pe_loss", &spec(), 0x1055, |dut| {
+        dut.reset(4);
+        let mut rng = dut.rng(7);
+        // Random logits of every size class, labels anywhere; FMA count and cycles when no
+        // exp or ln meets a special value (16·C + 13 FMAs a sample, docs/mesh-pe.md).
+        for (c, b, spread, sink) in [
+            (10, 4, 8.0f32, Pattern::Always),
+            (1, 2, 3.0, Pattern::Mixed),
+            (2, 3, 1.0, Pattern::Random(0.5)),
+            (17, 5, 30.0, Pattern::Always),
+            (10, 16, 4.0, Pattern::Bursty { on: 4.0, off: 9.0 }),
+        ] {
+            let z: Vec<u32> = (0..b * c).map(|_| rng.random_range(-spread..spread).to_bits()).collect();
+            let labels: Vec<u32> = (0..b).map(|_| rng.random_range(0..c as u32)).collect();
+            let bases = [7, 2000 + c as u32, PARAMS.sram_words - 2 * b as u32];
+            let st = run_loss(dut, &z, &labels, c, bases, sink);
+            assert_eq!(st.fma, (b * (16 * c + 13)) as u64, "C={c} B={b}: FMAs");
+            eprintln!(
+                "loss C={c:<2} B={b:<2}: {} FMAs, {} cycles ({:.0} a sample)",
+                st.fma,
+                st.cycles,
+                st.cycles as f64 / b as f64
+            );
+        }
+        // Wide logits (exp underflows to subnormals and 0, e^88 near the top) and edge values.
+        for _ in 0..4 {
+            let (c, b) = (rng.random_range(1..12usize), rng.random_range(1..6usize));
+            let z: Vec<u32> = (0..b * c)
+                .map(|_| {
+                    if rng.random_range(0..3) == 0 {
+                        tb::operand(&mut rng)
+                    } else {
+                        rng.random_range(-120.0f32..90.0).to_bits()
+                    }
+                })
+                .collect();
+            let labels: Vec<u32> = (0..b).map(|_| rng.random_range(0..c as u32)).collect();
+            run_loss(dut, &z, &labels, c, [100, 50, 1000], Pattern::Mixed);
+        }
+        for (z, label) in edge_logits() {
+            let z: Vec<u32> = z.iter().map(|v| v.to_bits()).collect();
+            run_loss(dut, &z, &[label], z.len(), [300, 299, 0], Pattern::Always);
+        }
+        // Labels that are no class: a NaN loss, flag +0, no one-hot.
+        let z: Vec<u32> = [1.0f32, -2.0, 0.5, 3.0, 0.0, 1.0].iter().map(|v| v.to_bits()).collect();
+        run_loss(dut, &z, &[3, u32::MAX], 3, [10, 20, 30], Pattern::Always);
     });
 }
