@@ -15,7 +15,10 @@
 //          (P-1, Q-1) for odd P), color 1; m_g_user is a gradient header (kind, layer,
 //          step, chunk, index) stamped here from the segment table, m_g_last closes each
 //          chunk;
-//   m_r_*  metrics / results egress, the east link of router (P-1, Q-1), color 2;
+//   m_m_*  metrics egress: the words of a segment flagged "metrics" in the table (the per-step
+//          loss sum and correct count, reduced along the snake like a gradient), with the
+//          header the gradient egress would have given them;
+//   m_r_*  results egress (DUMP), the east link of router (P-1, Q-1), color 2;
 //   s_x_*  sample ingress: s_x_user = {pe[7:0], address[14:0]} writes one word of that PE's
 //          SRAM (taken only while cfg_valid is low).
 // Which way each color goes is the route tables' business (ws_hdl::mesh_top::routes writes
@@ -27,7 +30,8 @@
 //   0x0000 STEP     bits 15:0 the step of the gradient headers; a write also restarts the
 //                   segment table at segment 0 and starts a new step for the timestamps;
 //   0x0001 NSEG     segments in the table (0..GSEG);
-//   0x0100 + 4n     segment n (in egress order): +0 layer id (12 bits), +1 words per chunk
+//   0x0100 + 4n     segment n (in egress order): +0 layer id (bits 11:0) and bit 16 "metrics"
+//                   (its words leave on m_m_* instead of m_g_*), +1 words per chunk
 //                   (1..65536), +2 words of the layer (>= 1).
 // A gradient word beyond the last segment leaves with kind ERROR and sets stat_grad_overrun.
 // rt_cfg_* is the fabric's route-table port.
@@ -77,6 +81,12 @@ module ws_mesh #(
     output wire [31:0]            m_g_data,
     output wire                   m_g_last,
     output wire [63:0]            m_g_user,
+
+    output wire                   m_m_valid,
+    input  wire                   m_m_ready,
+    output wire [31:0]            m_m_data,
+    output wire                   m_m_last,
+    output wire [63:0]            m_m_user,
 
     output wire                   m_r_valid,
     input  wire                   m_r_ready,
@@ -228,6 +238,9 @@ module ws_mesh #(
     wire            g_row_last_unused;  // rows end inside chunks; the header unit closes chunks
     /* verilator lint_on UNUSEDSIGNAL */
     wire [C-1:0]    g_credit;
+    wire            g_valid;    // the snake's end, before the gradient / metrics split
+    wire            g_ready;
+    wire [31:0]     g_data;
     wire [C-1:0]    r_credit;
 
     ws_mesh_edge_in #(
@@ -259,9 +272,9 @@ module ws_mesh #(
         .link_last(me_last[E_G]),
         .link_user(me_user[E_G*UW +: UW]),
         .link_credit(g_credit),
-        .m_valid(m_g_valid),
-        .m_ready(m_g_ready),
-        .m_data(m_g_data),
+        .m_valid(g_valid),
+        .m_ready(g_ready),
+        .m_data(g_data),
         .m_last(g_row_last_unused),
         .m_user(g_user_unused),
         .cnt_drop(cnt_edge_drop[0 +: CNT_WIDTH])
@@ -318,6 +331,7 @@ module ws_mesh #(
     reg [15:0]   step_reg;
     reg [SW-1:0] nseg_reg;
     reg [11:0]   seg_layer [0:GSEG-1];
+    reg          seg_metrics [0:GSEG-1];
     reg [16:0]   seg_chunk_words [0:GSEG-1];
     reg [31:0]   seg_words [0:GSEG-1];
 
@@ -331,10 +345,11 @@ module ws_mesh #(
 
     localparam GIW = $clog2(GSEG > 1 ? GSEG : 2);
     localparam [31:0] GSEG32 = GSEG;
-    wire          g_fire = m_g_valid && m_g_ready;
+    wire          g_fire = g_valid && g_ready;
     wire          g_in_table = gseg_reg < nseg_reg;
     wire [GIW-1:0] g_idx = g_in_table ? gseg_reg[GIW-1:0] : {GIW{1'b0}};
     wire [11:0]   g_layer = seg_layer[g_idx];
+    wire          g_metrics = g_in_table && seg_metrics[g_idx];
     wire [16:0]   g_cw = seg_chunk_words[g_idx];
     wire [31:0]   g_lw = seg_words[g_idx];
     wire [GIW-1:0] cfg_seg = cfg_addr[GIW+1:2];
@@ -342,16 +357,27 @@ module ws_mesh #(
     wire        g_layer_end = g_in_table && gword_reg + 32'd1 >= g_lw;
     wire        g_chunk_end = g_in_table && gindex_reg + 17'd1 >= g_cw;
 
+    // A metrics segment's words go to m_m_*, every other word (beyond the table too) to m_g_*.
+    assign m_g_valid = g_valid && !g_metrics;
+    assign m_m_valid = g_valid && g_metrics;
+    assign g_ready = g_metrics ? m_m_ready : m_g_ready;
+    assign m_g_data = g_data;
+    assign m_m_data = g_data;
     assign m_g_last = !g_in_table || g_layer_end || g_chunk_end;
+    assign m_m_last = m_g_last;
     assign m_g_user = {gindex_reg[15:0], gchunk_reg, step_reg, g_layer,
                        g_in_table ? WS_KIND_GRADIENT : WS_KIND_ERROR};
+    assign m_m_user = m_g_user;
     assign stat_grad_overrun = overrun_reg;
 
     integer n;
     always @(posedge clk) begin
         if (top_we && cfg_seg_ok) begin
             case (cfg_addr[1:0])
-                2'd0: seg_layer[cfg_seg] <= cfg_data[11:0];
+                2'd0: begin
+                    seg_layer[cfg_seg] <= cfg_data[11:0];
+                    seg_metrics[cfg_seg] <= cfg_data[16];
+                end
                 2'd1: seg_chunk_words[cfg_seg] <= cfg_data[16:0];
                 2'd2: seg_words[cfg_seg] <= cfg_data;
                 default: ;
@@ -419,7 +445,7 @@ module ws_mesh #(
     localparam [31:0] TSL32 = TS_LAYERS;
     wire        w_ts = w_fire && {20'd0, w_layer} < TSL32;
     wire [LW-1:0] wl = w_layer[LW-1:0];
-    wire        g_ts = g_fire && g_in_table && {20'd0, g_layer} < TSL32;
+    wire        g_ts = g_fire && g_in_table && !g_metrics && {20'd0, g_layer} < TSL32;
     wire [LW-1:0] gl = g_layer[LW-1:0];
     wire        new_step = top_we && cfg_addr == 16'h0000;
 

@@ -14,6 +14,7 @@ use crate::vbuild::BuildError;
 use ws_common::flit::{Flit, Header, Kind};
 
 pub mod scenario;
+pub mod step;
 
 /// Our RTL of the array, leaves first.
 pub const ARRAY_FILES: &[&str] = &[
@@ -202,6 +203,8 @@ pub struct Segment {
     pub chunk_words: u32,
     /// Words of the layer (M × (K + 1)).
     pub words: u32,
+    /// The words leave on the metrics egress `m_m_*` instead of the gradient egress.
+    pub metrics: bool,
 }
 
 impl Segment {
@@ -213,7 +216,13 @@ impl Segment {
     ) -> Self {
         let words = layer.words().unwrap_or(0);
         let chunk_words = (stream.rows_per_chunk * layer.row_words()).min(words);
-        Segment { layer: id as u16, chunk_words: chunk_words as u32, words: words as u32 }
+        Segment { layer: id as u16, chunk_words: chunk_words as u32, words: words as u32, metrics: false }
+    }
+
+    /// A metrics segment of `words` words in one chunk, with layer id `id` in its headers:
+    /// the step's loss sum and correct count (`Instr::Grad` with K = 0, M = 2).
+    pub fn metrics(id: usize, words: u32) -> Self {
+        Segment { layer: id as u16, chunk_words: words, words, metrics: true }
     }
 }
 
@@ -222,7 +231,7 @@ impl Segment {
 pub fn configure_step(dut: &mut Dut, step: u16, segments: &[Segment]) {
     for (n, sg) in segments.iter().enumerate() {
         let at = REG_SEG + 4 * n as u16;
-        cfg_write(dut, TOP_REGS, at, u32::from(sg.layer));
+        cfg_write(dut, TOP_REGS, at, u32::from(sg.layer) | (u32::from(sg.metrics) << 16));
         cfg_write(dut, TOP_REGS, at + 1, sg.chunk_words);
         cfg_write(dut, TOP_REGS, at + 2, sg.words);
     }
@@ -293,8 +302,10 @@ pub struct Patterns {
 pub struct RunOut {
     /// Gradient egress flits (header, payload, last).
     pub grads: Vec<Flit>,
-    /// Metrics egress beats (data, last).
+    /// Results egress beats (data, last).
     pub results: Vec<(u32, bool)>,
+    /// Metrics egress flits (header, payload, last).
+    pub metrics: Vec<Flit>,
     /// Weight words taken.
     pub weights_taken: usize,
     /// Cycles from the start to the last PE going idle.
@@ -324,12 +335,15 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         .unchecked();
     let mut rsink =
         StreamSink::with_fields(dut, "m_r", &["data", "last"], seed ^ 0x63).pattern(pats.results).unchecked();
+    let mut msink = StreamSink::with_fields(dut, "m_m", &["data", "last", "user"], seed ^ 0x64)
+        .pattern(pats.results)
+        .unchecked();
     for f in weights {
         wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last), f.header.pack()]);
     }
     cfg_write(dut, ALL_PES, CFG_CTRL, (len << 16) | 1);
     let (busy, rbusy) = (dut.port("stat_busy"), dut.port("router_busy"));
-    let (gv, rv) = (dut.port("m_g_valid"), dut.port("m_r_valid"));
+    let (gv, rv, mv) = (dut.port("m_g_valid"), dut.port("m_r_valid"), dut.port("m_m_valid"));
     let start = dut.cycle();
     let cyc = dut.port("cnt_cycle");
     let mut out = RunOut { start_cycle: dut.get(cyc), ..RunOut::default() };
@@ -337,11 +351,13 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         wsrc.drive(dut);
         gsink.drive(dut);
         rsink.drive(dut);
+        msink.drive(dut);
         dut.eval();
         let idle = dut.get_words(busy).iter().all(|w| *w == 0)
             && dut.get_words(rbusy).iter().all(|w| *w == 0)
             && !dut.get_bool(gv)
-            && !dut.get_bool(rv);
+            && !dut.get_bool(rv)
+            && !dut.get_bool(mv);
         if idle {
             break;
         }
@@ -359,6 +375,10 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         if let Some(b) = rsink.sample(dut) {
             out.results.push((b[0] as u32, b[1] != 0));
         }
+        if let Some(b) = msink.sample(dut) {
+            let header = Header::unpack(b[2]).unwrap_or(Header::new(Kind::Error, 0, 0, 0, 0));
+            out.metrics.push(Flit { header, payload: b[0] as u32, last: b[1] != 0 });
+        }
         dut.tick();
         assert!(
             dut.cycle() - start < limit,
@@ -371,7 +391,7 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         );
     }
     out.cycles = dut.cycle() - start;
-    for p in ["s_w_valid", "m_g_ready", "m_r_ready"] {
+    for p in ["s_w_valid", "m_g_ready", "m_r_ready", "m_m_ready"] {
         let port = dut.port(p);
         dut.set(port, 0);
     }

@@ -185,8 +185,8 @@ fn gradient_headers_follow_the_table() {
         // The table says: layer 5 of 3 words in chunks of 2, then layer 1 of 3 words in one
         // chunk; the last 2 of the 8 words are beyond it.
         let segs = [
-            top::Segment { layer: 5, chunk_words: 2, words: 3 },
-            top::Segment { layer: 1, chunk_words: 3, words: 3 },
+            top::Segment { layer: 5, chunk_words: 2, words: 3, metrics: false },
+            top::Segment { layer: 1, chunk_words: 3, words: 3, metrics: false },
         ];
         top::configure_step(dut, 0x1234, &segs);
         let out = top::run(dut, 3, &stream, MIXED, 50_000);
@@ -214,4 +214,80 @@ fn gradient_headers_follow_the_table() {
         top::configure_step(dut, 0x1235, &segs);
         assert_eq!(dut.get(dut.port("stat_grad_overrun")), 0, "STEP clears the overrun");
     });
+}
+
+/// Whole MLP steps: forward, loss, metrics and backward from one program per PE, the gradient
+/// egress and the metrics egress bit-exact with `golden::mesh::step::run`: the issue's
+/// 64→128→64→10 on 4×4 with B = 4 (a full batch, and one that leaves PEs short and empty,
+/// under random backpressure), and a small MLP with edge values on 2×2.
+#[test]
+fn whole_mlp_step() {
+    use ws_hdl::mesh_top::step::{run_step, StepCase};
+    for (side, seed) in [(2usize, 0x57e9u64), (4, 0x57ea)] {
+        run_test(&format!("mesh_array_step_{side}x{side}"), &spec(side), seed, |dut| {
+            dut.reset(4);
+            top::configure_routes(dut, &checked_routes(side));
+            let mut rng = dut.rng(3);
+            let cases = if side == 2 {
+                vec![
+                    StepCase {
+                        dims: vec![5, 7, 6, 3],
+                        b: 4,
+                        n: 7,
+                        rows_per_chunk: 2,
+                        values: Values::Mild(20),
+                        params: Values::Mild(20),
+                        pats: MIXED,
+                    },
+                    StepCase {
+                        dims: vec![9, 4, 1],
+                        b: 2,
+                        n: 3,
+                        rows_per_chunk: 3,
+                        values: Values::Uniform(1.0),
+                        params: Values::Uniform(1.0),
+                        pats: FULL,
+                    },
+                ]
+            } else {
+                let mlp = vec![64, 128, 64, 10];
+                vec![
+                    StepCase {
+                        dims: mlp.clone(),
+                        b: 4,
+                        n: 64,
+                        rows_per_chunk: 4,
+                        values: Values::Uniform(1.0),
+                        params: Values::Uniform(0.15),
+                        pats: FULL,
+                    },
+                    StepCase {
+                        dims: mlp,
+                        b: 4,
+                        n: 50,
+                        rows_per_chunk: 3,
+                        values: Values::Uniform(1.0),
+                        params: Values::Uniform(0.15),
+                        pats: MIXED,
+                    },
+                ]
+            };
+            for c in &cases {
+                let r = run_step(dut, &mut rng, side, c);
+                let m = r.golden.metrics;
+                eprintln!(
+                    "{side}x{side} {:?} B={} N={}: {} cycles, {} FMAs, ideal {} MACs: loss sum {:e}, {} of {} correct",
+                    c.dims,
+                    c.b,
+                    c.n,
+                    r.out.cycles,
+                    r.fmas,
+                    r.ideal_macs,
+                    f32::from_bits(m.loss),
+                    m.correct,
+                    m.samples
+                );
+            }
+        });
+    }
 }

@@ -39,6 +39,8 @@ pub enum Values {
     Edges,
     /// Uniform in [-2, 2], with an edge operand 1 time in `n`.
     Mild(u32),
+    /// Uniform in [-a, a] (a trained network's scale: no edge values).
+    Uniform(f32),
 }
 
 /// One value drawn as `v` says.
@@ -52,6 +54,7 @@ pub fn value(rng: &mut StdRng, v: Values) -> u32 {
                 rng.random_range(-2.0f32..2.0).to_bits()
             }
         }
+        Values::Uniform(a) => rng.random_range(-a..a).to_bits(),
     }
 }
 

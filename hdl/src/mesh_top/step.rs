@@ -1,0 +1,275 @@
+//! A whole MLP training step on a `ws_mesh` array (docs/mesh-array.md "A whole step"): every
+//! layer's forward, the loss stage, the metrics, and every layer's backward, from one program
+//! per PE, checked word for word against `ws_common::golden::mesh::step::run`: the gradient
+//! egress (every layer, last first, chunk by chunk, with its headers) and the metrics egress
+//! (the step's loss sum and correct count). Shared by `hdl/tests/mesh_array.rs` and the bench.
+
+use rand::rngs::StdRng;
+use rand::RngExt;
+use ws_common::flit::{Flit, Header, Kind};
+use ws_common::golden::mesh::step::{self as golden, StepOutput};
+use ws_common::golden::mesh::{Config, Layer, Mesh, Model, Reduce, Sram, StreamLayout};
+
+use crate::dut::Dut;
+use crate::mesh::Geometry;
+use crate::mesh_pe::Instr;
+use crate::mesh_top::scenario::{pe_counters, Values};
+use crate::mesh_top::{self as top, Patterns, RunOut, Segment};
+
+/// The layer id of the metrics segment in its headers (the largest 12-bit id, never a layer).
+pub const METRICS_ID: usize = 0xfff;
+
+/// One whole-step case.
+#[derive(Debug, Clone)]
+pub struct StepCase {
+    /// Layer widths, input first (the last is the number of classes).
+    pub dims: Vec<usize>,
+    /// Slots per PE (B).
+    pub b: usize,
+    /// Samples (N ≤ PEs·B).
+    pub n: usize,
+    /// Rows per chunk of the streams.
+    pub rows_per_chunk: usize,
+    /// How the inputs are drawn.
+    pub values: Values,
+    /// How the parameters are drawn.
+    pub params: Values,
+    /// Backpressure on the edges.
+    pub pats: Patterns,
+}
+
+/// Word addresses of one PE's SRAM for B slots ([`StepCase::dims`] d_0 … d_L):
+/// x (B·d_0), the output of every layer (B·d_(l+1)), a dx scratch (B·max d_1 … d_(L−1)),
+/// the labels (B), the (loss, flag) pairs (2B).
+#[derive(Debug, Clone)]
+pub struct StepMap {
+    /// x.
+    pub x: u32,
+    /// The output of layer l (the logits for the last, then dz in place).
+    pub out: Vec<u32>,
+    /// dx of the layer being walked back.
+    pub scratch: u32,
+    /// The labels.
+    pub labels: u32,
+    /// The (loss, flag) pairs.
+    pub pairs: u32,
+    /// Words used.
+    pub words: u32,
+}
+
+impl StepMap {
+    /// The map of B slots of the MLP `dims`.
+    pub fn new(dims: &[usize], b: usize) -> Self {
+        let b = b as u32;
+        let mut at = b * dims[0] as u32;
+        let mut out = Vec::new();
+        for d in &dims[1..] {
+            out.push(at);
+            at += b * *d as u32;
+        }
+        let scratch = at;
+        at += b * dims[1..dims.len() - 1].iter().copied().max().unwrap_or(0) as u32;
+        let labels = at;
+        let pairs = labels + b;
+        StepMap { x: 0, out, scratch, labels, pairs, words: pairs + 2 * b }
+    }
+}
+
+/// One PE's program for a step: FWD every layer (ReLU but the last), LOSS, the metrics
+/// reduction (GRAD with K = 0, M = 2 over the pairs), then from the last layer down: GRAD
+/// (the layer's dW/db along the snake) and, above layer 0, DX and MASK (dz of the layer below
+/// in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
+/// junk slot, which must still take every weight word), `samples` is what the reductions add.
+pub fn program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Vec<Instr> {
+    let layers = dims.len() - 1;
+    let (b, n) = (slots as u32, samples as u32);
+    let mut prog = Vec::new();
+    for l in 0..layers {
+        let (k, m) = (dims[l] as u32, dims[l + 1] as u32);
+        let src = if l == 0 { map.x } else { map.out[l - 1] };
+        prog.push(Instr::Fwd { relu: l + 1 < layers, b, k, m, src, dst: map.out[l] });
+    }
+    let c = dims[layers] as u32;
+    prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs });
+    prog.push(Instr::Grad { head, b: n, k: 0, m: 2, x: 0, dz: map.pairs });
+    for l in (0..layers).rev() {
+        let (k, m) = (dims[l] as u32, dims[l + 1] as u32);
+        let x = if l == 0 { map.x } else { map.out[l - 1] };
+        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] });
+        if l > 0 {
+            prog.push(Instr::Dx { b, k, m, src: map.out[l], dst: map.scratch });
+            prog.push(Instr::Mask { src: map.scratch, dst: map.out[l - 1], count: b * k });
+        }
+    }
+    prog
+}
+
+/// What a step measured.
+#[derive(Debug, Clone)]
+pub struct StepMeasured {
+    /// What left the array.
+    pub out: RunOut,
+    /// The golden step.
+    pub golden: StepOutput,
+    /// FMAs issued over all PEs.
+    pub fmas: u64,
+    /// The multiply-adds of the step: 3 × the MACs of the forward (forward, dx, dW/db),
+    /// less layer 0's dx, which is never formed.
+    pub ideal_macs: u64,
+}
+
+/// The golden configuration of a case (the golden SRAM budget is not the RTL's: the PE
+/// needs less, docs/mesh-pe.md, so the golden check gets room enough).
+pub fn config<'a>(dims: &'a [usize], side: usize, b: usize, rows_per_chunk: usize) -> Config<'a> {
+    Config {
+        mesh: Mesh::new(side, side, b),
+        model: Model::new(dims),
+        sram: Sram { words: 1 << 24, program_words: 0 },
+        stream: StreamLayout::new(rows_per_chunk),
+        order: Reduce::Snake,
+    }
+}
+
+/// FMAs the loss stage issues for one sample's logits `z` (ws_mesh_loss.v): d_y and the final
+/// subtraction (2); per class x = z − m, the sum and dz (3), and 13 more for an exp that meets
+/// no special value; 11 for ln(S) unless S is NaN.
+pub fn loss_fmas(z: &[u32]) -> u64 {
+    use ws_common::golden::fp::{add, is_nan};
+    use ws_common::golden::mesh::funcs::{EXP_X_MAX, EXP_X_MIN, SIGN};
+    use ws_common::golden::mesh::loss::fmax;
+    let m = z.iter().skip(1).fold(z[0], |m, v| fmax(m, *v));
+    let mut sum_nan = false;
+    let mut n = 2;
+    for v in z {
+        let x = add(*v, m ^ SIGN);
+        let f = f32::from_bits(x);
+        let special = is_nan(x) || f > f32::from_bits(EXP_X_MAX) || f < f32::from_bits(EXP_X_MIN);
+        sum_nan |= is_nan(x);
+        n += if special { 3 } else { 16 };
+    }
+    n + if sum_nan { 0 } else { 11 }
+}
+
+/// Runs one whole step on a `side` × `side` array and checks the gradient and metrics egress
+/// word for word, the FMA count of every PE and that nothing was refused, misrouted or lost.
+///
+/// # Panics
+/// On any difference from the golden step.
+pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> StepMeasured {
+    let ctx = format!("{side}x{side} step {:?} B={} N={}", c.dims, c.b, c.n);
+    let dims = &c.dims;
+    let layers = dims.len() - 1;
+    let cfg = config(dims, side, c.b, c.rows_per_chunk);
+    let model = cfg.model;
+    let params = super::scenario::draw(rng, model.param_words(), c.params);
+    let x = super::scenario::draw(rng, c.n * dims[0], c.values);
+    let classes = dims[layers] as u32;
+    let labels: Vec<u32> = (0..c.n).map(|_| rng.random_range(0..classes)).collect();
+    let golden = golden::run(&cfg, &params, &x, &labels).expect("a valid golden step");
+
+    // The batch: x and the label of every slot, through the sample ingress.
+    let g = Geometry::new(side, side);
+    let map = StepMap::new(dims, c.b);
+    let mut at = vec![(0, 0..0); g.routers()];
+    for pos in 0..g.routers() {
+        at[top::snake_router(g, pos)] = (pos, cfg.mesh.samples_at(pos, c.n));
+    }
+    let mut samples = Vec::new();
+    for (r, (_, range)) in at.iter().enumerate() {
+        for (j, s) in range.clone().enumerate() {
+            for k in 0..dims[0] {
+                samples.push((r, map.x + (j * dims[0] + k) as u32, x[s * dims[0] + k]));
+            }
+            samples.push((r, map.labels + j as u32, labels[s]));
+        }
+    }
+    top::load_samples(dut, &samples, c.pats.weights);
+    let mut len = 0;
+    for (r, (pos, range)) in at.iter().enumerate() {
+        let prog = program(dims, &map, range.len().max(1), range.len(), *pos == 0);
+        len = prog.len() as u32;
+        top::load_program(dut, r as u8, &prog);
+    }
+
+    // The weight ingress: layers 0 … L−1 forward, then L−1 … 1 again for dx.
+    let step = rng.random::<u16>();
+    let layer = |l: usize| Layer::new(dims[l], dims[l + 1]);
+    let mut stream = golden::weight_flits(&cfg, &params, step).expect("weight stream");
+    for l in (1..layers).rev() {
+        let w = &params[model.param_offset(l)..model.param_offset(l + 1)];
+        stream.extend(cfg.stream.flits(Kind::Weight, l, step, layer(l), w).expect("backward stream"));
+    }
+    // The egress table: the metrics, then every layer's gradient, last layer first.
+    let mut segs = vec![Segment::metrics(METRICS_ID, 2)];
+    segs.extend((0..layers).rev().map(|l| Segment::new(l, layer(l), cfg.stream)));
+    top::configure_step(dut, step, &segs);
+
+    let routers = g.routers();
+    let before: Vec<u64> = (0..routers).map(|r| pe_counters(dut, r)[0]).collect();
+    let macs: u64 = (0..layers).map(|l| (dims[l] * dims[l + 1]) as u64).sum();
+    let limit = 40 * macs * c.b as u64 + 20_000 * c.b as u64 * dims[layers] as u64 + 100_000;
+    let out = top::run(dut, len, &stream, c.pats, limit);
+
+    assert_eq!(out.weights_taken, stream.len(), "{ctx}: weight words taken");
+    let stat = |name: &str| dut.get(dut.port(name));
+    assert_eq!(stat("stat_err"), 0, "{ctx}: a PE refused its program (codes {:#x})", stat("stat_err_code"));
+    assert_eq!(stat("stat_done"), (1u64 << routers) - 1, "{ctx}: PEs done");
+    assert_eq!(stat("stat_grad_overrun"), 0, "{ctx}: gradient words beyond the table");
+    assert!(dut.get_words(dut.port("cnt_misroute")).iter().all(|w| *w == 0), "{ctx}: misrouted flits");
+    assert!(dut.get_words(dut.port("cnt_edge_drop")).iter().all(|w| *w == 0), "{ctx}: dropped flits");
+
+    // Metrics: the loss sum and the correct count (a binary32 sum of 1.0 flags, exact).
+    let m = golden.metrics;
+    let want_metrics: Vec<Flit> = [m.loss, (m.correct as f32).to_bits()]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Flit {
+            header: Header::new(Kind::Gradient, METRICS_ID as u16, step, 0, i as u16),
+            payload: *v,
+            last: i == 1,
+        })
+        .collect();
+    assert_eq!(out.metrics, want_metrics, "{ctx}: metrics (loss sum, correct count)");
+
+    // Gradients: every layer, last first, word for word with headers.
+    let want = golden.gradient_flits(&cfg, step).expect("gradient stream");
+    assert_eq!(out.grads.len(), want.len(), "{ctx}: gradient words");
+    for (j, (got, w)) in out.grads.iter().zip(&want).enumerate() {
+        assert!(
+            got == w,
+            "{ctx}: gradient word {j} (layer {}, chunk {}, index {}): got {:#010x}, golden {:#010x}",
+            w.header.layer,
+            w.header.chunk,
+            w.header.index,
+            got.payload,
+            w.payload
+        );
+    }
+    assert!(out.results.is_empty(), "{ctx}: results in a step without DUMP");
+
+    // FMAs: per slot the MACs of the forward, dx (not for layer 0) and the loss stage
+    // (`loss_fmas`, from the golden logits), and per sample the two reductions (metrics: 2
+    // words; each layer: M·(K+1)). An empty PE's junk slot runs a loss stage on junk logits,
+    // whose specials are not predicted: only its bounds are checked.
+    let dx_macs = macs - (dims[0] * dims[1]) as u64;
+    let grad_words: u64 = (0..layers).map(|l| (dims[l + 1] * (dims[l] + 1)) as u64).sum();
+    let logits = &golden.outputs[layers - 1];
+    let cls = dims[layers];
+    let mut fmas = 0;
+    for (r, (_, range)) in at.iter().enumerate() {
+        let got = pe_counters(dut, r)[0] - before[r];
+        fmas += got;
+        if range.is_empty() {
+            let base = macs + dx_macs;
+            assert!(
+                (base..=base + 16 * cls as u64 + 13).contains(&got),
+                "{ctx}: empty PE {r}: FMA issues {got}"
+            );
+            continue;
+        }
+        let loss: u64 = range.clone().map(|s| loss_fmas(&logits[s * cls..(s + 1) * cls])).sum();
+        let want = range.len() as u64 * (macs + dx_macs + 2 + grad_words) + loss;
+        assert_eq!(got, want, "{ctx}: PE {r}: FMA issues");
+    }
+    StepMeasured { out, golden, fmas, ideal_macs: (c.n as u64) * (2 * macs + dx_macs) }
+}
