@@ -107,6 +107,7 @@ module ws_mesh #(
     output wire [R*CNT_WIDTH-1:0] cnt_fwd_cycles,
     output wire [R*CNT_WIDTH-1:0] cnt_dx_cycles,
     output wire [R*CNT_WIDTH-1:0] cnt_grad_cycles,
+    output wire [R*CNT_WIDTH-1:0] cnt_loss_cycles,
     // Per router: busy cycles per output port (router r port o at [(r*5+o)*CNT_WIDTH]).
     output wire [R*5*CNT_WIDTH-1:0] cnt_link_busy,
     // Per router: flits sent per output port and color (router r port o color c at
@@ -551,7 +552,8 @@ module ws_mesh #(
                 .cnt_fma(cnt_fma[gr*CNT_WIDTH +: CNT_WIDTH]),
                 .cnt_fwd_cycles(cnt_fwd_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
                 .cnt_dx_cycles(cnt_dx_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
-                .cnt_grad_cycles(cnt_grad_cycles[gr*CNT_WIDTH +: CNT_WIDTH])
+                .cnt_grad_cycles(cnt_grad_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
+                .cnt_loss_cycles(cnt_loss_cycles[gr*CNT_WIDTH +: CNT_WIDTH])
             );
         end
     endgenerate

@@ -60,8 +60,8 @@
 //   queue of OQ_DEPTH words for m1_*; an issue of the last slot needs a reserved queue slot.
 //
 // Counters (CNT_WIDTH bits, zeroed by rst): cnt_fma counts FMA issues; cnt_fwd_cycles,
-// cnt_dx_cycles and cnt_grad_cycles the cycles spent in FWD, DX and GRAD instructions; the
-// ratio of FMAs to cycles of a phase is its FMA utilisation.
+// cnt_dx_cycles, cnt_grad_cycles and cnt_loss_cycles the cycles spent in FWD, DX, GRAD and
+// LOSS instructions; the ratio of FMAs to cycles of a phase is its FMA utilisation.
 module ws_mesh_pe #(
     parameter SRAM_WORDS = 2048,  // local SRAM size in 32-bit words, 2..32768
     parameter FMA_LAT = 3,        // pipeline registers inside FPnew's FMA, 1..16
@@ -113,7 +113,8 @@ module ws_mesh_pe #(
     output reg  [CNT_WIDTH-1:0] cnt_fma,
     output reg  [CNT_WIDTH-1:0] cnt_fwd_cycles,
     output reg  [CNT_WIDTH-1:0] cnt_dx_cycles,
-    output reg  [CNT_WIDTH-1:0] cnt_grad_cycles
+    output reg  [CNT_WIDTH-1:0] cnt_grad_cycles,
+    output reg  [CNT_WIDTH-1:0] cnt_loss_cycles
 );
 
     initial begin
@@ -710,6 +711,7 @@ module ws_mesh_pe #(
             cnt_fwd_cycles <= {CNT_WIDTH{1'b0}};
             cnt_dx_cycles <= {CNT_WIDTH{1'b0}};
             cnt_grad_cycles <= {CNT_WIDTH{1'b0}};
+            cnt_loss_cycles <= {CNT_WIDTH{1'b0}};
             fj_reg <= 16'd0;
             frows_reg <= 16'd0;
             h_valid_reg <= 1'b0;
@@ -823,6 +825,7 @@ module ws_mesh_pe #(
                     end
                 end
                 S_LOSS: begin
+                    cnt_loss_cycles <= cnt_loss_cycles + 1'b1;
                     if (lo_done) begin
                         pc_reg <= pc_reg + 16'd1;
                         state_reg <= S_FETCH;

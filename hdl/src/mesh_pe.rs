@@ -221,6 +221,8 @@ pub struct Status {
     pub dx_cycles: u64,
     /// `cnt_grad_cycles`: cycles in GRAD instructions.
     pub grad_cycles: u64,
+    /// `cnt_loss_cycles`: cycles in LOSS instructions.
+    pub loss_cycles: u64,
     /// Cycles from the start to the end of the program.
     pub cycles: u64,
 }
@@ -275,6 +277,7 @@ pub fn status(dut: &Dut) -> Status {
         fwd_cycles: dut.get(dut.port("cnt_fwd_cycles")),
         dx_cycles: dut.get(dut.port("cnt_dx_cycles")),
         grad_cycles: dut.get(dut.port("cnt_grad_cycles")),
+        loss_cycles: dut.get(dut.port("cnt_loss_cycles")),
         cycles: 0,
     }
 }
@@ -383,6 +386,7 @@ pub fn run_feeds(dut: &mut Dut, len: u32, feeds: &Feeds<'_>, limit: u64) -> Outc
     st.fwd_cycles -= before.fwd_cycles;
     st.dx_cycles -= before.dx_cycles;
     st.grad_cycles -= before.grad_cycles;
+    st.loss_cycles -= before.loss_cycles;
     st.cycles = dut.cycle() - start;
     out.status = st;
     out.weights_taken = feeds.weights.len() - wsrc.pending();

@@ -767,11 +767,15 @@ fn loss_stage_is_bit_exact() {
             let bases = [7, 2000 + c as u32, PARAMS.sram_words - 2 * b as u32];
             let st = run_loss(dut, &z, &labels, c, bases, sink);
             assert_eq!(st.fma, (b * (16 * c + 13)) as u64, "C={c} B={b}: FMAs");
+            // Latency-bound: (FMA_LAT + 2) cycles an FMA, 85·C + 131 a sample at FMA_LAT 3,
+            // 27 fewer for C = 1 (ln(1): f = 0, a one-cycle division), one to start.
+            let per = 85 * c + 131 - if c == 1 { 27 } else { 0 };
+            assert_eq!(st.loss_cycles, (b * per + 1) as u64, "C={c} B={b}: LOSS cycles");
             eprintln!(
-                "loss C={c:<2} B={b:<2}: {} FMAs, {} cycles ({:.0} a sample)",
+                "loss C={c:<2} B={b:<2}: {} FMAs, {} LOSS cycles ({:.1} a sample)",
                 st.fma,
-                st.cycles,
-                st.cycles as f64 / b as f64
+                st.loss_cycles,
+                st.loss_cycles as f64 / b as f64
             );
         }
         // Wide logits (exp underflows to subnormals and 0, e^88 near the top) and edge values.

@@ -424,7 +424,7 @@ fn fmt_value(r: &Row) -> String {
         "Hz" => format!("{:.3} MHz", r.value / 1e6),
         "cycles/byte" => format!("{:.1} cycles/byte", r.value),
         "cycles/s" => format!("{:.3} M cycles/s", r.value / 1e6),
-        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" | "copies" => {
+        "cycles" | "LUT4" | "FF" | "DSP" | "BRAM" | "bytes" | "copies" | "PEs" => {
             format!("{:.0} {}", r.value, r.unit)
         }
         "flits/cycle" | "cycles/param" | "params/cycle" | "words/cycle" => {
@@ -447,6 +447,7 @@ fn print_table(rows: &[Row]) {
     for (r, v) in rows.iter().zip(&vals) {
         let ratio = match r.ratio {
             Some(x) if x >= 0.01 => format!("{x:.3} × {}", r.baseline),
+            Some(x) if x == 0.0 => format!("none of {}", r.baseline),
             Some(x) => format!("1/{:.0} of {}", 1.0 / x, r.baseline),
             None => String::new(),
         };

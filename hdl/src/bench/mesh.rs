@@ -8,6 +8,8 @@
 //!   against the ideal of one FMA per PE per cycle; the weight-ingress words per cycle the
 //!   mesh absorbs in the forward (the arithmetic-intensity balance point); the router links'
 //!   utilisation by the dW/db reduction;
+//! - [`mlp_step`]: a whole 64→128→64→10 training step (forward, loss, metrics, backward) on
+//!   4×4, its cycles against the ideal MACs ÷ PEs, and the loss stage's share;
 //! - [`synth_ecp5_pe`], [`synth_ecp5_router`]: one PE and one router on an ECP5-85F, and from
 //!   them the largest mesh that fits.
 
@@ -17,6 +19,7 @@ use crate::dut::{Dut, DutError};
 use crate::mesh;
 use crate::mesh_pe::{PeParams, PE_FILES};
 use crate::mesh_top::scenario::{self, Case, Values, FULL};
+use crate::mesh_top::step::{self, StepCase};
 use crate::mesh_top::{self as top};
 use crate::synth::{self, Ecp5Job, SynthError, SynthFigures};
 
@@ -103,48 +106,43 @@ pub fn array_utilisation(side: usize, bs: &[usize], seed: u64) -> Result<Vec<Uti
     Ok(out)
 }
 
-/// One layer of [`mlp_layers`].
+/// What [`mlp_step`] measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MlpLayer {
-    /// Inputs.
-    pub k: usize,
-    /// Outputs.
-    pub m: usize,
-    /// Cycles from its first weight word to its last word out, forward and backward.
+pub struct MlpStep {
+    /// Cycles from the start to the array drained.
     pub cycles: u64,
-    /// FMAs: forward B·K·M, dx B·K·M and dW/db (K + 1)·M per sample, every PE.
+    /// FMAs over every PE (the MACs, the loss stage, the reductions).
     pub fmas: u64,
+    /// The step's multiply-adds: forward, dW/db and dx (no dx of layer 0), every sample.
+    pub ideal_macs: u64,
+    /// The busiest PE's cycles in LOSS instructions.
+    pub loss_cycles: u64,
 }
 
-/// The layers of a 64→128→64→10 MLP, each forward and backward (ReLU on the hidden layers)
-/// on a `side` × `side` array of [`BENCH_PE`]s at `b` samples per PE with every port at full
-/// rate, every word checked against the golden model. The loss stage is not in the PE yet,
-/// so each layer's output gradients come in with its samples; the layers run one after the
-/// other, so the sum of their cycles is a step without the loss and without overlap between
-/// layers.
-pub fn mlp_layers(side: usize, b: usize, seed: u64) -> Result<Vec<MlpLayer>, DutError> {
+/// One whole training step of a 64→128→64→10 MLP (ReLU on the hidden layers) on a `side` ×
+/// `side` array of [`BENCH_PE`]s at `b` samples per PE, every port at full rate: forward,
+/// loss, metrics and backward from one program per PE, the gradients and the metrics checked
+/// against `golden::mesh::step::run`.
+pub fn mlp_step(side: usize, b: usize, seed: u64) -> Result<MlpStep, DutError> {
     let mut dut = Dut::build(top::array_spec(&scenario::params(side, BENCH_PE))?)?;
     dut.set_seed(seed);
     dut.reset(4);
     top::configure_routes(&mut dut, &scenario::checked_routes(side));
     let mut rng = dut.rng(5);
-    let mut out = Vec::new();
-    for (k, m, relu) in [(64usize, 128usize, true), (128, 64, true), (64, 10, false)] {
-        let c = Case {
-            k,
-            m,
-            b,
-            n: side * side * b,
-            relu,
-            rows_per_chunk: 8,
-            backward: true,
-            values: Values::Mild(100),
-            pats: FULL,
-        };
-        let r = scenario::run_case(&mut dut, &mut rng, side, &c);
-        out.push(MlpLayer { k, m, cycles: r.out.cycles, fmas: r.fmas });
-    }
-    Ok(out)
+    let c = StepCase {
+        dims: vec![64, 128, 64, 10],
+        b,
+        n: side * side * b,
+        rows_per_chunk: 8,
+        values: Values::Uniform(1.0),
+        params: Values::Uniform(0.15),
+        pats: FULL,
+    };
+    let before: Vec<u64> = (0..side * side).map(|r| top::counter(&dut, "cnt_loss_cycles", r)).collect();
+    let r = step::run_step(&mut dut, &mut rng, side, &c);
+    let loss_cycles =
+        (0..side * side).map(|i| top::counter(&dut, "cnt_loss_cycles", i) - before[i]).max().unwrap_or(0);
+    Ok(MlpStep { cycles: r.out.cycles, fmas: r.fmas, ideal_macs: r.ideal_macs, loss_cycles })
 }
 
 /// Synthesises one `ws_mesh_pe` as the array tests build it ([`scenario::TEST_PE`]: 2048
