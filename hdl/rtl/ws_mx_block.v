@@ -17,6 +17,11 @@
 // the node's broadcast and the mover's sink takes port 0's copy. The wafers are not in the SoC:
 // the other ports' broadcast outputs are always ready and count in the node's DN_FLITS.
 //
+// MESH_P > 0 adds the wafer mesh (ws_mesh_block, register slot 25, a MESH_P x MESH_P array;
+// docs/mesh-array.md "In the SoC"): the data mover's ops 4 and 5 feed its weight and sample
+// ingress from DMA rings, and with the mesh's CTRL.grad_capture its gradient egress takes the
+// place of the streamer's weight-out at the mover's capture sink.
+//
 // The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
 // link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
 module ws_mx_block #(
@@ -24,7 +29,11 @@ module ws_mx_block #(
     parameter STORE_BYTES = 1 << 20,  // weight store bytes, a power of two
     parameter DMA_BYTES = 65536,      // link DMA RAM bytes (ext port address width)
     parameter MEM_LATENCY = 24,       // simulation store: AR to first R, cycles
-    parameter SWARM_PORTS = 0         // SwarmX node's downstream ports; 0: no node
+    parameter SWARM_PORTS = 0,        // SwarmX node's downstream ports; 0: no node
+    parameter MESH_P = 0,             // wafer mesh side (MESH_P x MESH_P PEs); 0: no mesh
+    parameter MESH_SRAM_WORDS = 2048, // each mesh PE's SRAM words
+    parameter MESH_MAX_B = 4,         // sample slots per mesh PE
+    parameter MESH_PROG_DEPTH = 16    // each mesh PE's program store
 ) (
     input  wire                         clk,
     input  wire                         rst,
@@ -32,6 +41,7 @@ module ws_mx_block #(
     input  wire                         mx_reg_req,
     input  wire                         dma_reg_req,
     input  wire                         swarm_reg_req,
+    input  wire                         mesh_reg_req,
     input  wire                         reg_we,
     input  wire [11:0]                  reg_addr,
     input  wire [31:0]                  reg_wdata,
@@ -39,6 +49,7 @@ module ws_mx_block #(
     output wire [31:0]                  mx_reg_rdata,
     output wire [31:0]                  dma_reg_rdata,
     output wire [31:0]                  swarm_reg_rdata,
+    output wire [31:0]                  mesh_reg_rdata,
     output wire                         swarm_irq,
 
     output wire                         ext_valid,
@@ -131,6 +142,16 @@ module ws_mx_block #(
     wire [31:0] sink_data;
     wire [63:0] sink_user;
     wire        wout_swarm;
+    // The data mover's feed as it leaves the mover (feed_* is its MemoryX part), and the
+    // capture sink's MemoryX source (sink_* is what the mover takes).
+    wire        dma_feed_valid, dma_feed_ready, dma_feed_keep, dma_feed_last, dma_feed_swarm;
+    wire [1:0]  dma_feed_mesh;
+    wire [3:0]  dma_feed_port;
+    wire [31:0] dma_feed_data;
+    wire [63:0] dma_feed_user;
+    wire        mxs_valid, mxs_ready, mxs_last;
+    wire [31:0] mxs_data;
+    wire [63:0] mxs_user;
     wire         trace_valid;
     wire [159:0] trace_data;
     wire [63:0]  trace_user;
@@ -202,7 +223,8 @@ module ws_mx_block #(
         .STORE_BYTES(STORE_BYTES),
         .DMA_BYTES(DMA_BYTES),
         .ID_WIDTH(2),
-        .SWARM_PORTS(SWARM_PORTS)
+        .SWARM_PORTS(SWARM_PORTS),
+        .MESH(MESH_P > 0 ? 1 : 0)
     ) dma_inst (
         .clk(clk),
         .rst(rst),
@@ -248,14 +270,15 @@ module ws_mx_block #(
         .m_axi_rlast(x_rlast),
         .m_axi_bid(x_bid),
         .m_axi_bresp(x_bresp),
-        .m_grad_swarm(feed_swarm),
-        .m_grad_port(feed_port),
-        .m_grad_valid(feed_valid),
-        .m_grad_ready(feed_ready),
-        .m_grad_data(feed_data),
-        .m_grad_keep(feed_keep),
-        .m_grad_last(feed_last),
-        .m_grad_user(feed_user),
+        .m_grad_swarm(dma_feed_swarm),
+        .m_grad_mesh(dma_feed_mesh),
+        .m_grad_port(dma_feed_port),
+        .m_grad_valid(dma_feed_valid),
+        .m_grad_ready(dma_feed_ready),
+        .m_grad_data(dma_feed_data),
+        .m_grad_keep(dma_feed_keep),
+        .m_grad_last(dma_feed_last),
+        .m_grad_user(dma_feed_user),
         .s_wout_valid(sink_valid),
         .s_wout_ready(sink_ready),
         .s_wout_data(sink_data),
@@ -266,6 +289,71 @@ module ws_mx_block #(
     );
 
     generate
+        if (MESH_P == 0) begin : g_no_mesh
+            assign feed_valid = dma_feed_valid;
+            assign dma_feed_ready = feed_ready;
+            assign sink_valid = mxs_valid;
+            assign mxs_ready = sink_ready;
+            assign sink_data = mxs_data;
+            assign sink_last = mxs_last;
+            assign sink_user = mxs_user;
+            assign mesh_reg_rdata = 32'd0;
+            wire _unused_mesh = &{1'b0, mesh_reg_req, dma_feed_mesh};
+        end else begin : g_mesh
+            // Ops 4 and 5 go to the mesh, everything else to MemoryX / SwarmX.
+            wire mesh_w_ready, mesh_x_ready, g_valid, g_last, capture;
+            wire [31:0] g_data;
+            wire [63:0] g_user;
+            assign feed_valid = dma_feed_valid && dma_feed_mesh == 2'd0;
+            assign dma_feed_ready = (dma_feed_mesh == 2'd1) ? mesh_w_ready
+                                  : (dma_feed_mesh == 2'd2) ? mesh_x_ready : feed_ready;
+            // The capture sink: the mesh's gradients while CTRL.grad_capture, else MemoryX's.
+            assign sink_valid = capture ? g_valid : mxs_valid;
+            assign sink_data = capture ? g_data : mxs_data;
+            assign sink_last = capture ? g_last : mxs_last;
+            assign sink_user = capture ? g_user : mxs_user;
+            assign mxs_ready = !capture && sink_ready;
+
+            ws_mesh_block #(
+                .P(MESH_P),
+                .Q(MESH_P),
+                .SRAM_WORDS(MESH_SRAM_WORDS),
+                .MAX_B(MESH_MAX_B),
+                .PROG_DEPTH(MESH_PROG_DEPTH)
+            ) mesh_inst (
+                .clk(clk),
+                .rst(rst),
+                .reg_req(mesh_reg_req),
+                .reg_we(reg_we),
+                .reg_addr(reg_addr),
+                .reg_wdata(reg_wdata),
+                .reg_be(reg_be),
+                .reg_rdata(mesh_reg_rdata),
+                .s_w_valid(dma_feed_valid && dma_feed_mesh == 2'd1),
+                .s_w_ready(mesh_w_ready),
+                .s_w_data(dma_feed_data),
+                .s_w_last(dma_feed_last),
+                .s_w_user(dma_feed_user),
+                .s_x_valid(dma_feed_valid && dma_feed_mesh == 2'd2),
+                .s_x_ready(mesh_x_ready),
+                .s_x_data(dma_feed_data),
+                .m_g_valid(g_valid),
+                .m_g_ready(capture && sink_ready),
+                .m_g_data(g_data),
+                .m_g_last(g_last),
+                .m_g_user(g_user),
+                .grad_capture(capture)
+            );
+        end
+    endgenerate
+    assign feed_swarm = dma_feed_swarm;
+    assign feed_port = dma_feed_port;
+    assign feed_data = dma_feed_data;
+    assign feed_keep = dma_feed_keep;
+    assign feed_last = dma_feed_last;
+    assign feed_user = dma_feed_user;
+
+    generate
         if (SWARM_PORTS == 0) begin : g_no_swarm
             assign grad_valid = feed_valid;
             assign feed_ready = grad_ready;
@@ -273,11 +361,11 @@ module ws_mx_block #(
             assign grad_keep = feed_keep;
             assign grad_last = feed_last;
             assign grad_user = feed_user;
-            assign sink_valid = wout_valid;
-            assign wout_ready = sink_ready;
-            assign sink_data = wout_data;
-            assign sink_last = wout_last;
-            assign sink_user = wout_user;
+            assign mxs_valid = wout_valid;
+            assign wout_ready = mxs_ready;
+            assign mxs_data = wout_data;
+            assign mxs_last = wout_last;
+            assign mxs_user = wout_user;
             assign swarm_reg_rdata = 32'd0;
             assign swarm_irq = 1'b0;
             wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm};
@@ -300,7 +388,7 @@ module ws_mx_block #(
                 // The wafers are not in the SoC: broadcast copies other than the sink's
                 // (port 0, with WOUT_CTRL.swarm) are taken at once.
                 if (p == 0) begin : g_sink
-                    assign dn_out_ready[p] = wout_swarm ? sink_ready : 1'b1;
+                    assign dn_out_ready[p] = wout_swarm ? mxs_ready : 1'b1;
                 end else begin : g_empty
                     assign dn_out_ready[p] = 1'b1;
                 end
@@ -333,12 +421,12 @@ module ws_mx_block #(
             end
 
             // Weight-out: to the sink, or down the broadcast with port 0 to the sink.
-            assign sink_valid = wout_swarm ? dn_out_valid[0] : wout_valid;
-            assign sink_data = wout_swarm ? dn_out_data[0 +: 32] : wout_data;
-            assign sink_last = wout_swarm ? dn_out_last[0] : wout_last;
-            assign sink_user = wout_swarm ? dn_out_user[0 +: 64] : wout_user;
+            assign mxs_valid = wout_swarm ? dn_out_valid[0] : wout_valid;
+            assign mxs_data = wout_swarm ? dn_out_data[0 +: 32] : wout_data;
+            assign mxs_last = wout_swarm ? dn_out_last[0] : wout_last;
+            assign mxs_user = wout_swarm ? dn_out_user[0 +: 64] : wout_user;
             wire bcast_ready;
-            assign wout_ready = wout_swarm ? bcast_ready : sink_ready;
+            assign wout_ready = wout_swarm ? bcast_ready : mxs_ready;
 
             ws_swarm_block #(
                 .N_PORTS(N)

@@ -14,6 +14,10 @@
 //                       = K, K wafers' interleaved gradients fanned out over the SwarmX
 //                       node's downstream ports 0..K-1 (word i to port i mod K, as flit
 //                       i div K of that port's stream), which reduces them into the streamer;
+//   op 4 RING_TO_MESH   (MESH only) words of a ring as weight flits into the wafer mesh's
+//                       weight ingress, chunked and headed like op 3 (kind WEIGHT);
+//   op 5 RING_TO_SAMPLES (MESH only) words of a ring into the mesh's sample ingress, which
+//                       writes them into PE SRAMs from its SX_TARGET on (kind DATA);
 //   weight-out sink     the streamer's weight flits, discarded and counted or written in
 //                       order into a capture ring (WOUT_*), stalling at WOUT_LIMIT.
 //
@@ -37,7 +41,8 @@ module ws_mx_dma #(
     parameter STORE_BYTES = 1 << 20,     // store bytes, a power of two
     parameter DMA_BYTES = 65536,         // link DMA RAM bytes, a power of two
     parameter ID_WIDTH = 2,              // AXI ID bits (always 0 on the wire)
-    parameter SWARM_PORTS = 0            // SwarmX downstream ports a feed may fan out over
+    parameter SWARM_PORTS = 0,           // SwarmX downstream ports a feed may fan out over
+    parameter MESH = 0                   // 1: the block has a wafer mesh (ops 4 and 5)
 ) (
     input  wire                         clk,
     input  wire                         rst,
@@ -90,8 +95,10 @@ module ws_mx_dma #(
     output wire                         m_axi_bready,
 
     // Gradient flits (one lane): to the streamer when m_grad_swarm is 0, else to SwarmX
-    // downstream port m_grad_port. Both are constant during an operation.
+    // downstream port m_grad_port; ops 4 and 5 (m_grad_mesh 1 and 2) go to the mesh's weight
+    // and sample ingress instead. All three are constant during an operation.
     output wire                         m_grad_swarm,
+    output wire [1:0]                   m_grad_mesh,
     output wire [3:0]                   m_grad_port,
     output wire                         m_grad_valid,
     input  wire                         m_grad_ready,
@@ -123,11 +130,15 @@ module ws_mx_dma #(
     localparam [7:0] DMA_LOG2 = DMA_LOG2_I[7:0];
     localparam [34:0] STORE_END = {3'b000, STORE_BYTES[31:0]};
     localparam [32:0] DMA_END = {1'b0, DMA_BYTES[31:0]};
+    localparam [3:0] KIND_WEIGHT = 4'd0;     // ws_common::flit::Kind::Weight
     localparam [3:0] KIND_GRADIENT = 4'd1;   // ws_common::flit::Kind::Gradient
+    localparam [3:0] KIND_DATA = 4'd2;       // ws_common::flit::Kind::Data
 
     localparam [3:0] OP_TO_STORE = 4'd1;
     localparam [3:0] OP_TO_RING = 4'd2;
     localparam [3:0] OP_TO_GRAD = 4'd3;
+    localparam [3:0] OP_TO_MESH = 4'd4;
+    localparam [3:0] OP_TO_SAMPLES = 4'd5;
 
     localparam [7:0] E_BUSY = 8'd1;
     localparam [7:0] E_BAD_OP = 8'd2;
@@ -229,6 +240,8 @@ module ws_mx_dma #(
     endfunction
 
     wire [34:0] store_end = {3'b000, store_addr} + {1'b0, words, 2'b00};
+    wire        uses_store = cmd_op == OP_TO_STORE || cmd_op == OP_TO_RING;
+    wire        is_feed_mesh = cmd_op == OP_TO_MESH || cmd_op == OP_TO_SAMPLES;
     // Words an operation moves: WORDS, or WORDS flits for each of GRAD_ROUTE.ports ports.
     wire [4:0]  fan = (cmd_op == OP_TO_GRAD && route_ports != 5'd0) ? route_ports : 5'd1;
     wire [36:0] feed_words = {5'd0, words} * {32'd0, fan};
@@ -236,13 +249,13 @@ module ws_mx_dma #(
     always @* begin
         check_err = 8'd0;
         if (busy_reg) check_err = E_BUSY;
-        else if (cmd_op != OP_TO_STORE && cmd_op != OP_TO_RING && cmd_op != OP_TO_GRAD) check_err = E_BAD_OP;
+        else if (cmd_op != OP_TO_STORE && cmd_op != OP_TO_RING && cmd_op != OP_TO_GRAD && !(MESH != 0 && is_feed_mesh)) check_err = E_BAD_OP;
         else if (cmd_op == OP_TO_GRAD && {27'd0, route_ports} > SWARM_PORTS_I) check_err = E_BAD_ROUTE;
         else if (words == 32'd0) check_err = E_ZERO_WORDS;
         else if (!ring_ok(ring_base, ring_len) || ring_off[1:0] != 2'b00 || ring_off >= ring_len) check_err = E_BAD_RING;
         else if (feed_words > {7'd0, ring_len[31:2]}) check_err = E_TOO_LONG;
-        else if (cmd_op != OP_TO_GRAD && ((store_addr & (BEAT_BYTES - 1)) != 32'd0 || store_end > STORE_END)) check_err = E_BAD_STORE;
-        else if (cmd_op == OP_TO_GRAD && grad_params == 16'd0) check_err = E_BAD_CHUNK;
+        else if (uses_store && ((store_addr & (BEAT_BYTES - 1)) != 32'd0 || store_end > STORE_END)) check_err = E_BAD_STORE;
+        else if ((cmd_op == OP_TO_GRAD || cmd_op == OP_TO_MESH) && grad_params == 16'd0) check_err = E_BAD_CHUNK;
     end
     wire start = cmd_we && check_err == 8'd0;
     wire refuse = cmd_we && check_err != 8'd0;
@@ -277,6 +290,8 @@ module ws_mx_dma #(
     reg  [15:0]  g_params_reg, g_step_reg;
     reg  [11:0]  g_layer_reg;
     reg          g_swarm_reg;         // op 3 fans out over SwarmX
+    reg  [1:0]   g_mesh_reg;          // ops 4, 5: 1 weights, 2 samples into the mesh
+    reg  [3:0]   g_kind_reg;
     reg  [4:0]   g_fan_reg;           // ports of the fan-out (1 straight into the streamer)
     reg  [3:0]   g_port_reg;          // the port of the next word
     reg  [15:0]  g_skip_reg;
@@ -364,12 +379,13 @@ module ws_mx_dma #(
     wire g_skip_now = g_skip_reg[g_port_reg];
     wire g_round_end = {1'b0, g_port_reg} == g_fan_reg - 5'd1;
     assign m_grad_swarm = g_swarm_reg;
+    assign m_grad_mesh = g_mesh_reg;
     assign m_grad_port = g_port_reg;
     assign m_grad_valid = g_head && !g_skip_now;
     assign m_grad_data = gq_reg[gq_rd_reg];
     assign m_grad_keep = 1'b1;
     assign m_grad_last = g_index_reg == g_params_reg - 16'd1 || g_out_left_reg <= {27'd0, g_fan_reg};
-    assign m_grad_user = {g_index_reg, g_chunk_reg, g_step_reg, g_layer_reg, KIND_GRADIENT};
+    assign m_grad_user = {g_index_reg, g_chunk_reg, g_step_reg, g_layer_reg, g_kind_reg};
     // A word leaves the FIFO: sent, or dropped for a skipped port.
     wire grad_fire = g_head && (g_skip_now || m_grad_ready);
     wire grad_sent = m_grad_valid && m_grad_ready;
@@ -499,10 +515,12 @@ module ws_mx_dma #(
             g_layer_reg <= grad_layer;
             g_index_reg <= 16'd0;
             g_out_left_reg <= feed_words[31:0];
-            g_swarm_reg <= route_ports != 5'd0;
-            g_fan_reg <= (route_ports == 5'd0) ? 5'd1 : route_ports;
+            g_swarm_reg <= cmd_op == OP_TO_GRAD && route_ports != 5'd0;
+            g_fan_reg <= fan;
             g_port_reg <= 4'd0;
-            g_skip_reg <= (route_ports == 5'd0) ? 16'd0 : route_skip;
+            g_skip_reg <= (cmd_op != OP_TO_GRAD || route_ports == 5'd0) ? 16'd0 : route_skip;
+            g_mesh_reg <= (cmd_op == OP_TO_MESH) ? 2'd1 : (cmd_op == OP_TO_SAMPLES) ? 2'd2 : 2'd0;
+            g_kind_reg <= (cmd_op == OP_TO_MESH) ? KIND_WEIGHT : (cmd_op == OP_TO_SAMPLES) ? KIND_DATA : KIND_GRADIENT;
             issued_reg <= {(BW + 1){1'b0}};
             got_reg <= {(BW + 1){1'b0}};
             case (cmd_op)
@@ -575,6 +593,8 @@ module ws_mx_dma #(
             wout_dropped_reg <= 32'd0;
             grad_flits_reg <= 32'd0;
             g_swarm_reg <= 1'b0;
+            g_mesh_reg <= 2'd0;
+            g_kind_reg <= KIND_GRADIENT;
             g_fan_reg <= 5'd1;
             g_port_reg <= 4'd0;
             g_skip_reg <= 16'd0;

@@ -26,7 +26,8 @@ module ws_soc #(
     parameter BOOTROM_INIT = "bootrom.hex",    // $readmemh image for the boot ROM
     parameter [31:0] JTAG_IDCODE = 32'h1000_5a57, // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
     parameter LINK_DMA_BYTES = 262144,         // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
-    parameter MX_STORE_BYTES = 1 << 20         // MemoryX weight store (the simulation store, ws_mx_block)
+    parameter MX_STORE_BYTES = 1 << 20,        // MemoryX weight store (the simulation store, ws_mx_block)
+    parameter MESH_P = 2                       // wafer mesh side (MESH_P x MESH_P PEs, slot 25); 0: none
 ) (
     input  wire       clk,
     input  wire       rst,
@@ -108,12 +109,13 @@ module ws_soc #(
     localparam IRQ_SWARM = 19;
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
-    localparam NUM_SLOTS = 25;
-    localparam [31:0] SLOT_MASK = 32'h0103_011f;
+    localparam NUM_SLOTS = 26;
+    localparam [31:0] SLOT_MASK = 32'h0303_011f;
     localparam SLOT_LINK = 8;
     localparam SLOT_MX = 16;
     localparam SLOT_MXDMA = 17;
     localparam SLOT_SWARM = 24;
+    localparam SLOT_MESH = 25;
 
     // Core and peripheral reset length after a software reset request.
     localparam SOFT_RESET_CYCLES = 16;
@@ -672,20 +674,23 @@ module ws_soc #(
 
     // MemoryX: the streamer's layer table (slot 16) and its data mover (slot 17), the weight
     // store behind them, and the data mover's path into the link engine's DMA RAM; SwarmX's
-    // 4-port node between the mover's gradient feed and the streamer (slot 24).
+    // 4-port node between the mover's gradient feed and the streamer (slot 24); the 2x2 wafer
+    // mesh the mover feeds (slot 25, docs/mesh-array.md "In the SoC").
     wire mx_mem_err_protocol;
 
     ws_mx_block #(
         .DATA_WIDTH(256),
         .STORE_BYTES(MX_STORE_BYTES),
         .DMA_BYTES(LINK_DMA_BYTES),
-        .SWARM_PORTS(4)
+        .SWARM_PORTS(4),
+        .MESH_P(MESH_P)
     ) mx_inst (
         .clk(clk),
         .rst(periph_rst),
         .mx_reg_req(reg_req[SLOT_MX]),
         .dma_reg_req(reg_req[SLOT_MXDMA]),
         .swarm_reg_req(reg_req[SLOT_SWARM]),
+        .mesh_reg_req(reg_req[SLOT_MESH]),
         .reg_we(reg_we),
         .reg_addr(reg_addr),
         .reg_wdata(reg_wdata),
@@ -693,6 +698,7 @@ module ws_soc #(
         .mx_reg_rdata(reg_rdata[SLOT_MX*32 +: 32]),
         .dma_reg_rdata(reg_rdata[SLOT_MXDMA*32 +: 32]),
         .swarm_reg_rdata(reg_rdata[SLOT_SWARM*32 +: 32]),
+        .mesh_reg_rdata(reg_rdata[SLOT_MESH*32 +: 32]),
         .swarm_irq(irq_swarm),
         .ext_valid(link_ext_valid),
         .ext_ready(link_ext_ready),

@@ -127,23 +127,51 @@ pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/ws_swarm_node.v",
     "hdl/rtl/gen/ws_swarm_csr.v",
     "hdl/rtl/ws_swarm_block.v",
+    "hdl/rtl/gen/ws_mesh_csr.v",
+    "hdl/rtl/ws_mesh_pe_sram.v",
+    "hdl/rtl/ws_mesh_div.v",
+    "hdl/rtl/ws_mesh_loss.v",
+    "hdl/rtl/ws_mesh_pe.v",
+    "hdl/rtl/ws_mesh_router_buf.v",
+    "hdl/rtl/ws_mesh_router.v",
+    "hdl/rtl/ws_mesh_fabric.v",
+    "hdl/rtl/ws_mesh_edge_in.v",
+    "hdl/rtl/ws_mesh_edge_out.v",
+    "hdl/rtl/ws_mesh.v",
+    "hdl/rtl/ws_mesh_block.v",
     "hdl/rtl/ws_mx_block.v",
 ];
 
 /// The block spec of `ws_mx_block` (one lane, 256-bit store) with a `store_bytes` store, a
 /// `dma_bytes` link DMA RAM on its ext port and a SwarmX node of `swarm_ports` downstream
-/// ports (0: none).
+/// ports (0: none), without a wafer mesh ([`block_spec_with_mesh`]).
 pub fn block_spec(store_bytes: u32, dma_bytes: u32, swarm_ports: u32) -> Result<BlockSpec, BuildError> {
+    block_spec_with_mesh(store_bytes, dma_bytes, swarm_ports, 0)
+}
+
+/// [`block_spec`] with a `mesh_side` × `mesh_side` wafer mesh (0: none) of the array tests'
+/// PEs (2048-word SRAM, MAX_B 4, PROG_DEPTH 16).
+pub fn block_spec_with_mesh(
+    store_bytes: u32,
+    dma_bytes: u32,
+    swarm_ports: u32,
+    mesh_side: u32,
+) -> Result<BlockSpec, BuildError> {
     let spec = BlockSpec::new("ws_mx_block")
         .files(LANE_FILES.iter().copied())
         .files(BLOCK_FILES.iter().copied())
+        .include_dir(crate::paths::RTL_INCLUDE_DIR)
         .param("STORE_BYTES", store_bytes)
         .param("DMA_BYTES", dma_bytes)
-        .param("SWARM_PORTS", swarm_ports);
+        .param("SWARM_PORTS", swarm_ports)
+        .param("MESH_P", mesh_side);
     let mut spec = with_fpnew(spec)?;
     spec.vlt_files.push(OPTIM_VLT.into());
     spec.vlt_files.push(MX_VLT.into());
     spec.vlt_files.push(crate::swarm::SWARM_VLT.into());
+    spec.vlt_files.push(crate::mesh_pe::MESH_PE_VLT.into());
+    spec.vlt_files.push(crate::mesh::LINT_FILE.into());
+    spec.vlt_files.push(crate::mesh_top::ARRAY_VLT.into());
     Ok(spec)
 }
 

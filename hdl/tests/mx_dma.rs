@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use ws_common::golden::optim::{self as golden, Consts, Hyper, Param};
 use ws_common::golden::swarm::{node_lane, NodeConfig};
-use ws_common::regmap::{mxdma, swarm};
+use ws_common::regmap::{mesh, mxdma, swarm};
 use ws_hdl::dut::{Dut, Pattern, Port};
 use ws_hdl::mx::{self, reg, Flow, LayerDesc, Opt};
 
@@ -36,6 +36,7 @@ struct Ports {
     mx_req: Port,
     dma_req: Port,
     swarm_req: Port,
+    mesh_req: Port,
     we: Port,
     addr: Port,
     wdata: Port,
@@ -43,6 +44,7 @@ struct Ports {
     mx_rdata: Port,
     dma_rdata: Port,
     swarm_rdata: Port,
+    mesh_rdata: Port,
     swarm_irq: Port,
     ext_valid: Port,
     ext_ready: Port,
@@ -70,17 +72,25 @@ enum Slot {
     Mx,
     Dma,
     Swarm,
+    Mesh,
 }
 
 impl Tb {
     fn new(seed: u64, ready: Pattern) -> Tb {
-        let spec = mx::block_spec(STORE_BYTES, DMA_BYTES, SWARM_PORTS as u32).expect("spec");
+        Tb::build(seed, ready, 0)
+    }
+
+    /// The block with a `mesh_side` × `mesh_side` wafer mesh (0: none).
+    fn build(seed: u64, ready: Pattern, mesh_side: u32) -> Tb {
+        let spec =
+            mx::block_spec_with_mesh(STORE_BYTES, DMA_BYTES, SWARM_PORTS as u32, mesh_side).expect("spec");
         let mut dut = Dut::build(spec).expect("build ws_mx_block");
         dut.set_seed(seed);
         let p = Ports {
             mx_req: dut.port("mx_reg_req"),
             dma_req: dut.port("dma_reg_req"),
             swarm_req: dut.port("swarm_reg_req"),
+            mesh_req: dut.port("mesh_reg_req"),
             we: dut.port("reg_we"),
             addr: dut.port("reg_addr"),
             wdata: dut.port("reg_wdata"),
@@ -88,6 +98,7 @@ impl Tb {
             mx_rdata: dut.port("mx_reg_rdata"),
             dma_rdata: dut.port("dma_reg_rdata"),
             swarm_rdata: dut.port("swarm_reg_rdata"),
+            mesh_rdata: dut.port("mesh_reg_rdata"),
             swarm_irq: dut.port("swarm_irq"),
             ext_valid: dut.port("ext_valid"),
             ext_ready: dut.port("ext_ready"),
@@ -98,7 +109,7 @@ impl Tb {
             ext_rdata: dut.port("ext_rdata"),
             mem_err: dut.port("mem_err_protocol"),
         };
-        for q in [p.mx_req, p.dma_req, p.swarm_req, p.we, p.ext_ready, p.ext_rvalid] {
+        for q in [p.mx_req, p.dma_req, p.swarm_req, p.mesh_req, p.we, p.ext_ready, p.ext_rvalid] {
             dut.set(q, 0);
         }
         dut.set(p.be, 0xf);
@@ -135,6 +146,7 @@ impl Tb {
             Slot::Mx => self.p.mx_req,
             Slot::Dma => self.p.dma_req,
             Slot::Swarm => self.p.swarm_req,
+            Slot::Mesh => self.p.mesh_req,
         }
     }
 
@@ -161,6 +173,7 @@ impl Tb {
             Slot::Mx => self.p.mx_rdata,
             Slot::Dma => self.p.dma_rdata,
             Slot::Swarm => self.p.swarm_rdata,
+            Slot::Mesh => self.p.mesh_rdata,
         };
         self.dut.get(port) as u32
     }
@@ -648,4 +661,194 @@ fn a_fan_out_wider_than_the_node_is_refused() {
     tb.write(Slot::Dma, mxdma::GRAD_ROUTE, 4);
     assert_eq!(tb.op(OP_TO_GRAD, (0x8000, 0x800, 0), 0, 129, (0, 1, 8, 0)), 6, "TOO_LONG");
     assert_eq!(tb.read(Slot::Dma, mxdma::GRAD_FLITS), 0, "nothing fed");
+}
+
+const OP_TO_MESH: u32 = 4;
+const OP_TO_SAMPLES: u32 = 5;
+
+/// Writes `words` from `(pe, addr)` on through CFG_TARGET / CFG_DATA.
+fn mesh_cfg(tb: &mut Tb, pe: u32, addr: u32, words: &[u32]) {
+    tb.write(Slot::Mesh, mesh::CFG_TARGET, addr | (pe << 16));
+    for w in words {
+        tb.write(Slot::Mesh, mesh::CFG_DATA, *w);
+    }
+}
+
+/// A whole MLP training step on the block's 2×2 mesh, driven the way firmware drives it:
+/// route tables through ROUTE, programs and the egress table through CFG_*, each PE's samples
+/// and labels from a DMA ring through the data mover (op 5 with SX_TARGET), the weight rows
+/// from a ring (op 4, forward then backward), the gradient egress into the mover's capture
+/// ring (CTRL.grad_capture), the metrics from their FIFO. Every gradient word and both
+/// metrics words equal `golden::mesh::step::run`; counters and flags read back through the
+/// registers. Without a mesh, ops 4 and 5 are refused.
+#[test]
+fn a_mesh_step_runs_from_rings_bit_exact() {
+    use ws_common::golden::mesh::step as golden_step;
+    use ws_common::golden::mesh::Layer;
+    use ws_hdl::mesh_top::scenario::{params, TEST_PE};
+    use ws_hdl::mesh_top::step::{config, program, StepMap, METRICS_ID};
+    use ws_hdl::mesh_top::{self as top, Segment};
+
+    let mut tb = Tb::build(0x3e5, Pattern::Mixed, 2);
+    let mut rng = StdRng::seed_from_u64(0x3e5);
+    let side = 2;
+    let id = tb.read(Slot::Mesh, 0);
+    assert_eq!(id, 0x4d45_0100, "mesh ID word");
+    let prm = tb.read(Slot::Mesh, mesh::PARAMS);
+    assert_eq!((mesh::params::ROWS.get(prm), mesh::params::COLS.get(prm)), (2, 2));
+
+    // The routes of docs/mesh-array.md, checked, through ROUTE.
+    let routes = top::routes(&params(side, TEST_PE));
+    routes.check().expect("routes");
+    for w in routes.writes() {
+        let v = u32::from(w.mask)
+            | (w.quota << 8)
+            | ((w.color as u32) << 16)
+            | ((w.in_port as u32) << 18)
+            | ((w.router as u32) << 24);
+        tb.write(Slot::Mesh, mesh::ROUTE, v);
+    }
+
+    let dims = vec![16usize, 24, 12, 5];
+    let (b, n, rpc) = (4usize, 14usize, 3usize);
+    let cfg = config(&dims, side, b, rpc);
+    let model = cfg.model;
+    let wparams: Vec<u32> =
+        (0..model.param_words()).map(|_| rng.random_range(-0.4f32..0.4).to_bits()).collect();
+    let x: Vec<u32> = (0..n * dims[0]).map(|_| rng.random_range(-1.0f32..1.0).to_bits()).collect();
+    let labels: Vec<u32> = (0..n).map(|_| rng.random_range(0..5u32)).collect();
+    let golden = golden_step::run(&cfg, &wparams, &x, &labels).expect("golden step");
+
+    // Programs, and each PE's samples and labels through the data mover.
+    let g = ws_hdl::mesh::Geometry::new(side, side);
+    let map = StepMap::new(&dims, b);
+    let (ring, ring_len) = (0u32, 0x4000u32);
+    let mut len = 0;
+    for pos in 0..g.routers() {
+        let r = top::snake_router(g, pos);
+        let range = cfg.mesh.samples_at(pos, n);
+        let prog = program(&dims, &map, range.len().max(1), range.len(), pos == 0);
+        len = prog.len() as u32;
+        let words: Vec<u32> = prog.iter().flat_map(|i| i.words()).collect();
+        mesh_cfg(&mut tb, r as u32, 0x1000, &words);
+        if range.is_empty() {
+            continue;
+        }
+        for (at, data) in [
+            (map.x, x[range.start * dims[0]..range.end * dims[0]].to_vec()),
+            (map.labels, labels[range.clone()].to_vec()),
+        ] {
+            tb.write(Slot::Mesh, mesh::SX_TARGET, at | ((r as u32) << 16));
+            tb.ring_put(ring, ring_len, 0, &data);
+            assert_eq!(tb.op(OP_TO_SAMPLES, (ring, ring_len, 0), 0, data.len() as u32, (0, 0, 1, 0)), 0);
+            let next = tb.read(Slot::Mesh, mesh::SX_NEXT);
+            assert_eq!(next, (at + data.len() as u32) | ((r as u32) << 16), "SX_NEXT after the feed");
+        }
+    }
+    let fed = tb.read(Slot::Mesh, mesh::SAMPLE_WORDS);
+    assert_eq!(fed as usize, n * (dims[0] + 1), "sample words written");
+
+    // The egress table and the step: metrics, then every layer's gradient, last first.
+    let layers = dims.len() - 1;
+    let layer = |l: usize| Layer::new(dims[l], dims[l + 1]);
+    let mut segs = vec![Segment::metrics(METRICS_ID, 2)];
+    segs.extend((0..layers).rev().map(|l| Segment::new(l, layer(l), cfg.stream)));
+    for (k, sg) in segs.iter().enumerate() {
+        let w0 = u32::from(sg.layer) | (u32::from(sg.metrics) << 16);
+        mesh_cfg(&mut tb, 0xfe, 0x0100 + 4 * k as u32, &[w0, sg.chunk_words, sg.words]);
+    }
+    let step = 0x0b0e_u16;
+    mesh_cfg(&mut tb, 0xfe, 0x0001, &[segs.len() as u32]);
+    mesh_cfg(&mut tb, 0xfe, 0x0000, &[u32::from(step)]);
+
+    // Gradients to the capture ring.
+    let (cap_base, cap_len) = (0x8000u32, 0x4000u32);
+    tb.write(Slot::Dma, mxdma::WOUT_BASE, cap_base);
+    tb.write(Slot::Dma, mxdma::WOUT_LEN, cap_len);
+    tb.write(Slot::Dma, mxdma::WOUT_LIMIT, cap_len);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    tb.write(Slot::Mesh, mesh::CTRL, 1);
+
+    // Start every PE, then stream the weights: layers 0..L-1, then L-1..1 again.
+    mesh_cfg(&mut tb, 0xff, 0x0000, &[(len << 16) | 1]);
+    let passes: Vec<usize> = (0..layers).chain((1..layers).rev()).collect();
+    for l in passes {
+        let w = &wparams[model.param_offset(l)..model.param_offset(l + 1)];
+        let chunk = (rpc * (dims[l] + 1)) as u32;
+        tb.ring_put(ring, ring_len, 0, w);
+        let err =
+            tb.op(OP_TO_MESH, (ring, ring_len, 0), 0, w.len() as u32, (l as u32, u32::from(step), chunk, 0));
+        assert_eq!(err, 0, "weights of layer {l}");
+    }
+    let all = (1u32 << g.routers()) - 1;
+    let start = tb.dut.cycle();
+    loop {
+        let d = tb.read(Slot::Mesh, mesh::DONE);
+        assert_eq!(
+            mesh::done::ERR.get(d),
+            0,
+            "a PE refused its program: {:#x}",
+            tb.read(Slot::Mesh, mesh::ERR_CODES)
+        );
+        let busy = tb.read(Slot::Mesh, mesh::BUSY);
+        if mesh::done::DONE.get(d) == all && busy == 0 {
+            break;
+        }
+        assert!(tb.dut.cycle() - start < 400_000, "the mesh did not finish: BUSY {busy:#x} DONE {d:#x}");
+    }
+
+    // Metrics: the loss sum and the correct count, in their FIFO.
+    let flags = tb.read(Slot::Mesh, mesh::FLAGS);
+    assert_eq!(mesh::flags::METRICS_COUNT.get(flags), 2, "metrics words");
+    assert_eq!(
+        mesh::flags::GRAD_OVERRUN.get(flags) | mesh::flags::OVERFLOW.get(flags),
+        0,
+        "flags {flags:#x}"
+    );
+    let m = golden.metrics;
+    for (i, want) in [m.loss, (m.correct as f32).to_bits()].into_iter().enumerate() {
+        let v = tb.read(Slot::Mesh, mesh::METRICS);
+        let hdr = tb.read(Slot::Mesh, mesh::METRICS_HDR);
+        assert_eq!(v, want, "metrics word {i}");
+        assert_eq!(mesh::metrics_hdr::INDEX.get(hdr), i as u32);
+        assert_eq!(mesh::metrics_hdr::LAST.get(hdr), u32::from(i == 1));
+        assert_eq!(mesh::metrics_hdr::STEP.get(hdr), u32::from(step));
+        tb.write(Slot::Mesh, mesh::CMD, mesh::cmd::POP_METRICS.val(1));
+    }
+    assert_eq!(mesh::flags::METRICS_COUNT.get(tb.read(Slot::Mesh, mesh::FLAGS)), 0);
+
+    // Gradients: every layer, last first, word for word in the capture ring.
+    let want: Vec<u32> =
+        golden.gradient_flits(&cfg, step).expect("flits").iter().map(|f| f.payload).collect();
+    assert_eq!(tb.read(Slot::Mesh, mesh::GRAD_WORDS) as usize, want.len(), "gradient words out");
+    let head = mxdma::wout_head::BYTES.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD));
+    assert_eq!(head as usize, 4 * want.len(), "captured bytes");
+    let got = tb.ring_get(cap_base, cap_len, 0, want.len());
+    for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(g == w, "gradient word {j}: got {g:#010x}, golden {w:#010x}");
+    }
+    let wwords: usize = (0..layers).map(|l| layer(l).words().unwrap()).sum::<usize>()
+        + (1..layers).map(|l| layer(l).words().unwrap()).sum::<usize>();
+    assert_eq!(tb.read(Slot::Mesh, mesh::FEED_WORDS) as usize, wwords, "weight words taken");
+
+    // Counters through CNT_SEL: every PE issued FMAs and spent cycles in LOSS; the cycle
+    // counter runs.
+    for r in 0..g.routers() as u32 {
+        tb.write(Slot::Mesh, mesh::CNT_SEL, r);
+        assert!(tb.read(Slot::Mesh, mesh::CNT_VALUE) > 0, "PE {r}: FMAs");
+        tb.write(Slot::Mesh, mesh::CNT_SEL, r | (4 << 16));
+        assert!(tb.read(Slot::Mesh, mesh::CNT_VALUE) > 0, "PE {r}: LOSS cycles");
+    }
+    tb.write(Slot::Mesh, mesh::CNT_SEL, 13 << 16);
+    let c0 = tb.read(Slot::Mesh, mesh::CNT_VALUE);
+    assert!(tb.read(Slot::Mesh, mesh::CNT_VALUE) > c0, "cycle counter");
+    tb.write(Slot::Mesh, mesh::CNT_SEL, 99 << 16);
+    assert_eq!(tb.read(Slot::Mesh, mesh::CNT_VALUE), 0, "a group that does not exist reads 0");
+
+    // Without a mesh, ops 4 and 5 are refused, and the mesh slot reads 0.
+    let mut bare = Tb::new(0x3e6, Pattern::Always);
+    assert_eq!(bare.read(Slot::Mesh, 0), 0);
+    for op in [OP_TO_MESH, OP_TO_SAMPLES] {
+        assert_eq!(bare.op(op, (0, 0x100, 0), 0, 4, (0, 0, 4, 0)), 2, "op {op} without a mesh: BAD_OP");
+    }
 }

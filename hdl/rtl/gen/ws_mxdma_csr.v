@@ -160,7 +160,7 @@ module ws_mxdma_csr (
     end
     assign grad_chunk_first = grad_chunk_first_reg;
 
-    // CMD @ 0x024: Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD. It is checked first; a refusal sets STATUS.err and moves nothing.
+    // CMD @ 0x024: Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD, and on a block with a wafer mesh (the mesh block's ID word is not 0) 4 RING_TO_MESH (weight flits into the mesh, chunked by GRAD_CHUNK with the layer and step of GRAD_HDR) and 5 RING_TO_SAMPLES (words into PE SRAMs from the mesh's SX_TARGET on). It is checked first; a refusal sets STATUS.err and moves nothing.
     wire sel_cmd = reg_addr[11:2] == 10'd9;
     assign cmd_we = wr && sel_cmd;
     assign cmd_op = reg_wdata[3:0];

@@ -293,7 +293,7 @@ pub fn run_case(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &Case) -> Measu
     assert_eq!(out.weights_taken, stream.len(), "{ctx}: weight words taken");
     let stat = |name: &str| dut.get(dut.port(name));
     assert_eq!(stat("stat_err"), 0, "{ctx}: a PE refused its program (codes {:#x})", stat("stat_err_code"));
-    assert_eq!(stat("stat_done"), (1u64 << routers) - 1, "{ctx}: PEs done");
+    assert_eq!(stat("stat_done"), u64::MAX >> (64 - routers), "{ctx}: PEs done");
     let misroutes = dut.get_words(dut.port("cnt_misroute"));
     assert!(misroutes.iter().all(|w| *w == 0), "{ctx}: misrouted flits");
     let drops = dut.get_words(dut.port("cnt_edge_drop"));

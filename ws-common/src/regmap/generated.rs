@@ -3334,7 +3334,7 @@ pub mod mxdma {
     pub const GRAD_HDR: u32 = 0x01c;
     /// Offset of GRAD_CHUNK: Chunking of a gradient feed: the words of the feed are cut into chunks of `params` flits (the layer's CHUNK), numbered from `first`; the last chunk may be short.
     pub const GRAD_CHUNK: u32 = 0x020;
-    /// Offset of CMD: Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD. It is checked first; a refusal sets STATUS.err and moves nothing.
+    /// Offset of CMD: Starts an operation with the registers above: 1 RING_TO_STORE, 2 STORE_TO_RING, 3 RING_TO_GRAD, and on a block with a wafer mesh (the mesh block's ID word is not 0) 4 RING_TO_MESH (weight flits into the mesh, chunked by GRAD_CHUNK with the layer and step of GRAD_HDR) and 5 RING_TO_SAMPLES (words into PE SRAMs from the mesh's SX_TARGET on). It is checked first; a refusal sets STATUS.err and moves nothing.
     pub const CMD: u32 = 0x024;
     /// Offset of STATUS: State of the current or last operation.
     pub const STATUS: u32 = 0x028;
@@ -3433,7 +3433,7 @@ pub mod mxdma {
         pub const BUSY: Field = Field { shift: 0, width: 1 };
         /// The last operation started or refused. (ro, bits 7:4).
         pub const OP: Field = Field { shift: 4, width: 4 };
-        /// 0, or why the last operation was refused or failed: 1 BUSY, 2 BAD_OP, 3 BAD_RING, 4 BAD_STORE, 5 ZERO_WORDS, 6 TOO_LONG, 7 BAD_CHUNK, 8 BUS (an AXI error response), 9 BAD_ROUTE (op 3 with GRAD_ROUTE.ports above PARAMS.swarm_ports). (ro, bits 15:8).
+        /// 0, or why the last operation was refused or failed: 1 BUSY, 2 BAD_OP (unknown, or 4 and 5 without a mesh), 3 BAD_RING, 4 BAD_STORE, 5 ZERO_WORDS, 6 TOO_LONG, 7 BAD_CHUNK, 8 BUS (an AXI error response), 9 BAD_ROUTE (op 3 with GRAD_ROUTE.ports above PARAMS.swarm_ports). (ro, bits 15:8).
         pub const ERR: Field = Field { shift: 8, width: 8 };
     }
     /// Fields of DONE_WORDS.
@@ -4226,6 +4226,254 @@ pub mod swarm {
     }
 }
 
+/// `mesh` block (hdl/regmap/mesh.toml): The wafer mesh (docs/mesh-array.md "In the SoC"): a P×Q array of PEs and routers inside ws_mx_block. Firmware writes the route tables, the PE programs and the step's egress table through these registers; samples and weights come in from the link DMA RAM through the data mover (mxdma ops 4 and 5), gradients go out through its capture sink, and the step's metrics and the PEs' DUMP words wait in two FIFOs here.
+pub mod mesh {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 25;
+    /// Base address.
+    pub const BASE: u32 = 0x20019000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x4d45;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 1;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x4d450100;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of PARAMS: Build parameters of the array.
+    pub const PARAMS: u32 = 0x004;
+    /// Offset of MEMS: Memories of each PE.
+    pub const MEMS: u32 = 0x008;
+    /// Offset of CFG_TARGET: Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, the egress table) and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
+    pub const CFG_TARGET: u32 = 0x00c;
+    /// Offset of CFG_DATA: Writes one word to CFG_NEXT's target, then moves CFG_NEXT.addr one word on; in a PE's program store (0x1000..0x1fff) from word 2 of an instruction to word 0 of the next. So a program (3 words an instruction) or a run of SRAM words is one CFG_TARGET write and a burst of CFG_DATA writes. A PE refuses writes outside its program store or SRAM (its stat_err code 1 at the next start).
+    pub const CFG_DATA: u32 = 0x010;
+    /// Offset of CFG_NEXT: The target of the next CFG_DATA word.
+    pub const CFG_NEXT: u32 = 0x014;
+    /// Offset of ROUTE: Writes one route-table entry (docs/mesh-router.md): router, input port (0 N, 1 E, 2 S, 3 W, 4 local), color, output ports and the gather quota. Write routes only while the array is idle.
+    pub const ROUTE: u32 = 0x018;
+    /// Offset of CTRL: Array controls.
+    pub const CTRL: u32 = 0x01c;
+    /// Offset of CMD: Array commands.
+    pub const CMD: u32 = 0x020;
+    /// Offset of SX_TARGET: Where the next word of the sample feed (mxdma op 5) goes: a PE by router index and an SRAM word address. Writing it sets SX_NEXT; each word moves it one word on.
+    pub const SX_TARGET: u32 = 0x024;
+    /// Offset of SX_NEXT: The target of the next sample word.
+    pub const SX_NEXT: u32 = 0x028;
+    /// Offset of BUSY: Per PE (bit = router index, PEs 0..15): running a program; per router: holding a flit or a credit.
+    pub const BUSY: u32 = 0x02c;
+    /// Offset of DONE: Per PE (PEs 0..15): the last program ended (done) or was refused (err); both sticky until the next start.
+    pub const DONE: u32 = 0x030;
+    /// Offset of ERR_CODES: Why PEs 0..7 refused their programs, 4 bits each (docs/mesh-pe.md "Refusal before a step": 1 RANGE, 2 LEN, 3 OP, 4 SHAPE, 5 BATCH, 6 SRC, 7 DST, 8 OVERLAP).
+    pub const ERR_CODES: u32 = 0x034;
+    /// Offset of FLAGS: Array health and the FIFOs.
+    pub const FLAGS: u32 = 0x038;
+    /// Offset of METRICS: The word at the head of the metrics FIFO (METRICS_HDR says which; CMD.pop_metrics takes it).
+    pub const METRICS: u32 = 0x03c;
+    /// Offset of METRICS_HDR: Of the head metrics word: its index in the segment (0 the loss sum, 1 the correct count for the standard program), `last`, and the step.
+    pub const METRICS_HDR: u32 = 0x040;
+    /// Offset of RESULTS: The word at the head of the results FIFO (the PEs' DUMP packets in router-index order).
+    pub const RESULTS: u32 = 0x044;
+    /// Offset of RESULTS_LAST: The head results word closes a PE's packet.
+    pub const RESULTS_LAST: u32 = 0x048;
+    /// Offset of CNT_SEL: Which counter CNT_VALUE shows: group and index. Groups: 0 FMA issues (PE), 1 FWD cycles (PE), 2 DX cycles (PE), 3 GRAD cycles (PE), 4 LOSS cycles (PE), 5 link busy cycles (router·5 + port), 6 flits (router·5 + port)·3 + color, 7 misrouted flits (router·5 + port), 8..12 phase timestamps (layer id): forward start, forward end, backward start, backward end, last gradient word, 13 the cycle counter, 14 egress drops (0 gradient, 1 results). Out of range reads 0.
+    pub const CNT_SEL: u32 = 0x04c;
+    /// Offset of CNT_VALUE: The counter CNT_SEL selects.
+    pub const CNT_VALUE: u32 = 0x050;
+    /// Offset of FEED_WORDS: Weight words taken at the weight ingress since reset.
+    pub const FEED_WORDS: u32 = 0x054;
+    /// Offset of SAMPLE_WORDS: Sample words written into PE SRAMs since reset.
+    pub const SAMPLE_WORDS: u32 = 0x058;
+    /// Offset of GRAD_WORDS: Gradient words handed out at the egress since reset.
+    pub const GRAD_WORDS: u32 = 0x05c;
+    /// Fields of PARAMS.
+    pub mod params {
+        use super::Field;
+        /// P, rows of PEs. (ro, bits 7:0).
+        pub const ROWS: Field = Field { shift: 0, width: 8 };
+        /// Q, columns of PEs. (ro, bits 15:8).
+        pub const COLS: Field = Field { shift: 8, width: 8 };
+        /// Sample slots per PE (MAX_B). (ro, bits 23:16).
+        pub const MAX_B: Field = Field { shift: 16, width: 8 };
+        /// Pipeline registers of each PE's FMA. (ro, bits 31:24).
+        pub const FMA_LAT: Field = Field { shift: 24, width: 8 };
+    }
+    /// Fields of MEMS.
+    pub mod mems {
+        use super::Field;
+        /// SRAM words of each PE. (ro, bits 15:0).
+        pub const SRAM_WORDS: Field = Field { shift: 0, width: 16 };
+        /// Instructions each PE's program store holds. (ro, bits 31:16).
+        pub const PROG_DEPTH: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of CFG_TARGET.
+    pub mod cfg_target {
+        use super::Field;
+        /// `addr` field (rw, bits 15:0).
+        pub const ADDR: Field = Field { shift: 0, width: 16 };
+        /// `pe` field (rw, bits 23:16).
+        pub const PE: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of CFG_DATA.
+    pub mod cfg_data {
+        use super::Field;
+        /// `value` field (wo, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CFG_NEXT.
+    pub mod cfg_next {
+        use super::Field;
+        /// `addr` field (ro, bits 15:0).
+        pub const ADDR: Field = Field { shift: 0, width: 16 };
+        /// `pe` field (ro, bits 23:16).
+        pub const PE: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of ROUTE.
+    pub mod route {
+        use super::Field;
+        /// `out_mask` field (wo, bits 4:0).
+        pub const OUT_MASK: Field = Field { shift: 0, width: 5 };
+        /// `quota` field (wo, bits 15:8).
+        pub const QUOTA: Field = Field { shift: 8, width: 8 };
+        /// `color` field (wo, bits 17:16).
+        pub const COLOR: Field = Field { shift: 16, width: 2 };
+        /// `in_port` field (wo, bits 20:18).
+        pub const IN_PORT: Field = Field { shift: 18, width: 3 };
+        /// `router` field (wo, bits 31:24).
+        pub const ROUTER: Field = Field { shift: 24, width: 8 };
+    }
+    /// Fields of CTRL.
+    pub mod ctrl {
+        use super::Field;
+        /// 1: the gradient egress goes to the data mover's capture sink (mxdma WOUT_*) in place of the streamer's weight-out; 0: gradient flits wait in the array. (rw, bits 0:0).
+        pub const GRAD_CAPTURE: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of CMD.
+    pub mod cmd {
+        use super::Field;
+        /// Zero the routers' counters and the cycle counter (the PEs' counters run on). (wo, bits 0:0).
+        pub const CNT_CLEAR: Field = Field { shift: 0, width: 1 };
+        /// Drop the word at the head of the metrics FIFO. (wo, bits 1:1).
+        pub const POP_METRICS: Field = Field { shift: 1, width: 1 };
+        /// Drop the word at the head of the results FIFO. (wo, bits 2:2).
+        pub const POP_RESULTS: Field = Field { shift: 2, width: 1 };
+    }
+    /// Fields of SX_TARGET.
+    pub mod sx_target {
+        use super::Field;
+        /// `addr` field (rw, bits 14:0).
+        pub const ADDR: Field = Field { shift: 0, width: 15 };
+        /// `pe` field (rw, bits 23:16).
+        pub const PE: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of SX_NEXT.
+    pub mod sx_next {
+        use super::Field;
+        /// `addr` field (ro, bits 14:0).
+        pub const ADDR: Field = Field { shift: 0, width: 15 };
+        /// `pe` field (ro, bits 23:16).
+        pub const PE: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of BUSY.
+    pub mod busy {
+        use super::Field;
+        /// `pes` field (ro, bits 15:0).
+        pub const PES: Field = Field { shift: 0, width: 16 };
+        /// `routers` field (ro, bits 31:16).
+        pub const ROUTERS: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of DONE.
+    pub mod done {
+        use super::Field;
+        /// `done` field (ro, bits 15:0).
+        pub const DONE: Field = Field { shift: 0, width: 16 };
+        /// `err` field (ro, bits 31:16).
+        pub const ERR: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of ERR_CODES.
+    pub mod err_codes {
+        use super::Field;
+        /// `codes` field (ro, bits 31:0).
+        pub const CODES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FLAGS.
+    pub mod flags {
+        use super::Field;
+        /// A gradient word came beyond the egress table (STEP clears it). (ro, bits 0:0).
+        pub const GRAD_OVERRUN: Field = Field { shift: 0, width: 1 };
+        /// A router buffer overflowed (a credit error: never in a working array). (ro, bits 1:1).
+        pub const OVERFLOW: Field = Field { shift: 1, width: 1 };
+        /// Words in the metrics FIFO. (ro, bits 15:8).
+        pub const METRICS_COUNT: Field = Field { shift: 8, width: 8 };
+        /// Words in the results FIFO. (ro, bits 23:16).
+        pub const RESULTS_COUNT: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of METRICS.
+    pub mod metrics {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of METRICS_HDR.
+    pub mod metrics_hdr {
+        use super::Field;
+        /// `index` field (ro, bits 7:0).
+        pub const INDEX: Field = Field { shift: 0, width: 8 };
+        /// `last` field (ro, bits 8:8).
+        pub const LAST: Field = Field { shift: 8, width: 1 };
+        /// `step` field (ro, bits 31:16).
+        pub const STEP: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of RESULTS.
+    pub mod results {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RESULTS_LAST.
+    pub mod results_last {
+        use super::Field;
+        /// `last` field (ro, bits 0:0).
+        pub const LAST: Field = Field { shift: 0, width: 1 };
+    }
+    /// Fields of CNT_SEL.
+    pub mod cnt_sel {
+        use super::Field;
+        /// `index` field (rw, bits 15:0).
+        pub const INDEX: Field = Field { shift: 0, width: 16 };
+        /// `group` field (rw, bits 23:16).
+        pub const GROUP: Field = Field { shift: 16, width: 8 };
+    }
+    /// Fields of CNT_VALUE.
+    pub mod cnt_value {
+        use super::Field;
+        /// `value` field (ro, bits 31:0).
+        pub const VALUE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FEED_WORDS.
+    pub mod feed_words {
+        use super::Field;
+        /// `weights` field (ro, bits 31:0).
+        pub const WEIGHTS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of SAMPLE_WORDS.
+    pub mod sample_words {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of GRAD_WORDS.
+    pub mod grad_words {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+}
+
 /// Every register block of the SoC, in slot order.
 pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "sysinfo", slot: 0, id: 0x5359, major: 1, minor: 0, in_soc: true },
@@ -4237,4 +4485,5 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 0, in_soc: true },
 ];
