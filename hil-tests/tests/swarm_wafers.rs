@@ -156,4 +156,19 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
     assert_eq!(done.refed, 0, "{done:?}");
     gold.step(5, &[(0, &reduce(&per_wafer, 0x7))]).unwrap();
     same_state(&mut dev, &mut gold, "after step 5");
+
+    // Every port a three-wafer step would use is masked (only port 3 active): refused before
+    // a word moves, and the layer is untouched.
+    config(&mut dev, 0x8, 0);
+    let per_wafer: Vec<Vec<u32>> = (0..3).map(|_| gen.words(LEN)).collect();
+    let refs: Vec<&[u32]> = per_wafer.iter().map(Vec::as_slice).collect();
+    let e = dev.step_layer_wafers(0, 6, &refs).expect_err("three wafers on ports that are all masked");
+    assert_eq!(e.refusal(), Some(Status::BadArgument), "{e}");
+    eprintln!("swarm_wafers: a step on masked ports: {e:#}");
+    same_state(&mut dev, &mut gold, "after the refused step");
+    config(&mut dev, 0x7, 0);
+    let done = dev.step_layer_wafers(0, 6, &refs).expect("step 6 once the ports are back");
+    assert_eq!(done.refed, 0, "{done:?}");
+    gold.step(6, &[(0, &reduce(&per_wafer, 0x7))]).unwrap();
+    same_state(&mut dev, &mut gold, "after step 6");
 }
