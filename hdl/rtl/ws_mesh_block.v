@@ -22,6 +22,13 @@
 //   - every counter of the array is read through CNT_SEL / CNT_VALUE.
 // CFG_TARGET and SX_TARGET are taken as whole words (their byte enables are not applied to
 // CFG_NEXT and SX_NEXT).
+//
+// The array's clock stops while it is idle (CLOCK_GATE, ws_clock_gate; a wire in synthesis):
+// it runs in every cycle with a register access, a word offered at an ingress or waiting at an
+// egress, a PE or a router busy, and HANGOVER cycles after the last of those. Four PEs' FPnew
+// FMAs evaluated on every cycle would cut the simulated board's speed by about four (docs/sim.md
+// "Where the simulation time goes"). The array's cycle counter and phase timestamps count the
+// cycles its clock runs: exact within a step (the PEs are busy throughout), paused between.
 module ws_mesh_block #(
     parameter P = 2,                 // rows of PEs
     parameter Q = 2,                 // columns of PEs
@@ -32,6 +39,8 @@ module ws_mesh_block #(
     parameter BUF_DEPTH = 4,         // router flits per color per input
     parameter METRICS_DEPTH = 16,    // metrics FIFO words, a power of two
     parameter RESULTS_DEPTH = 64,    // results FIFO words, a power of two
+    parameter CLOCK_GATE = 1,        // stop the array's clock while it is idle
+    parameter HANGOVER = 64,         // cycles the clock runs on after the last activity
     parameter R = P * Q              // tiles (derived)
 ) (
     input  wire        clk,
@@ -224,11 +233,30 @@ module ws_mesh_block #(
         end
     end
 
+    // ---------------------------------------------------------------- the array's clock
+    wire         mm_valid, mr_valid;
+    localparam [7:0] HANG = HANGOVER;
+    reg  [7:0]   hang_reg;
+    wire         activity = reg_req || s_w_valid || s_x_valid || m_g_valid || mm_valid || mr_valid
+                            || (|stat_busy) || (|router_busy);
+    always @(posedge clk) begin
+        if (rst || activity) hang_reg <= HANG;
+        else if (hang_reg != 8'd0) hang_reg <= hang_reg - 8'd1;
+    end
+    wire mclk;
+    generate
+        if (CLOCK_GATE != 0) begin : g_gate
+            ws_clock_gate gate_inst (.clk(clk), .en(rst || activity || hang_reg != 8'd0), .gclk(mclk));
+        end else begin : g_free
+            assign mclk = clk;
+        end
+    endgenerate
+
     // ---------------------------------------------------------------- the array
-    wire         mm_valid, mm_ready, mm_last;
+    wire         mm_ready, mm_last;
     wire [31:0]  mm_data;
     wire [63:0]  mm_user;
-    wire         mr_valid, mr_ready, mr_last;
+    wire         mr_ready, mr_last;
     wire [31:0]  mr_data;
     wire [R*CW-1:0]     c_fma, c_fwd, c_dx, c_grad, c_loss;
     wire [R*5*CW-1:0]   c_busy, c_misroute;
@@ -248,7 +276,7 @@ module ws_mesh_block #(
         .CNT_WIDTH(CW),
         .TS_LAYERS(TSL)
     ) mesh_inst (
-        .clk(clk),
+        .clk(mclk),
         .rst(rst),
         .cfg_valid(cfg_data_we),
         .cfg_pe(cfg_next_pe_reg),
