@@ -403,8 +403,11 @@ module ws_mesh_block #(
     end
     assign cnt_value = cnt_mux;
 
+    // ERR_CODES shows PEs 0..7; the metrics header's kind, layer and chunk are not shown.
     wire _unused_ok = &{1'b0, cfg_target_addr, cfg_target_pe, sx_target_addr, sx_target_pe,
-                        ctrl_we, cnt_sel_we, m_index[15:8]};
+                        ctrl_we, cnt_sel_we, m_index[15:8], codes64[63:32],
+                        metrics_user[WS_FLIT_CHUNK_LSB +: WS_FLIT_CHUNK_WIDTH],
+                        metrics_user[15:0]};
 
 endmodule
 

@@ -164,7 +164,8 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
     let refs: Vec<&[u32]> = per_wafer.iter().map(Vec::as_slice).collect();
     let e = dev.step_layer_wafers(0, 6, &refs).expect_err("three wafers on ports that are all masked");
     assert_eq!(e.refusal(), Some(Status::BadArgument), "{e}");
-    eprintln!("swarm_wafers: a step on masked ports: {e:#}");
+    eprintln!("swarm_wafers: a step on masked ports: {e}");
+    assert!(e.to_string().contains("port mask 0x8"), "the refusal names the mask: {e}");
     same_state(&mut dev, &mut gold, "after the refused step");
     config(&mut dev, 0x7, 0);
     let done = dev.step_layer_wafers(0, 6, &refs).expect("step 6 once the ports are back");

@@ -16,12 +16,13 @@ use std::time::Duration;
 
 use ws_common::ctrl::cmd::{
     BulkMode, LinkMode, MxArray, MxCounterValues, MxCounters, MxCreate, MxInfo, MxInfoData, MxLayerInfo,
-    MxRange, MxRead, MxStep, MxStepDone, MxWrite,
+    MxRange, MxRead, MxStep, MxStepDone, MxWrite, SwarmStatus,
 };
+use ws_common::ctrl::Status;
 use ws_common::link::Channel;
 
 use super::{arrays_for, check_len, Array, LayerConfig, MxDevice};
-use crate::error::{OptimError, ProtocolError};
+use crate::error::{Error, OptimError, ProtocolError};
 use crate::link::Link;
 use crate::Result;
 
@@ -281,7 +282,33 @@ impl BoardMx {
             return Err(OptimError::StepOrder { t, layer, at: l.at }.into());
         }
         let words: Vec<u32> = (0..l.len as usize).flat_map(|i| per_wafer.iter().map(move |g| g[i])).collect();
-        self.send_step(layer, t, per_wafer.len() as u8, &words_to_bytes(&words))
+        let wafers = per_wafer.len();
+        self.send_step(layer, t, wafers as u8, &words_to_bytes(&words))
+            .map_err(|e| self.explain_wafers(e, wafers))
+    }
+
+    /// A refused K-wafer step whose SwarmX ports 0..K−1 are all masked says so, with the mask
+    /// and what to do (the firmware answers BadArgument alone).
+    fn explain_wafers(&mut self, e: Error, wafers: usize) -> Error {
+        let Error::Protocol(ProtocolError::Refused { command, status: Status::BadArgument, context }) = e
+        else {
+            return e;
+        };
+        let fed = if wafers >= 16 { u16::MAX } else { (1u16 << wafers) - 1 };
+        let note = match self.link.request(&SwarmStatus, STALL, 0) {
+            Ok(s) if s.port_mask & fed == 0 => format!(
+                " (the SwarmX node's ports 0..{} that a {wafers}-wafer step uses are all masked: port mask {:#x}; \
+                 unmask one with `wsctl swarm config --mask`)",
+                wafers - 1,
+                s.port_mask
+            ),
+            _ => String::new(),
+        };
+        Error::Protocol(ProtocolError::Refused {
+            command,
+            status: Status::BadArgument,
+            context: context + &note,
+        })
     }
 
     /// Sends `MxStep` with its gradient bytes on channel 3 and records the answer.
