@@ -465,29 +465,6 @@ module ws_mesh_pe #(
     assign m_last = q_last_reg[q_rp_reg];
     wire dump_drained = dm_left_reg == 16'd0 && !rd_v_reg && q_count_reg == 2'd0;
 
-    // ---------------------------------------------------------------- SRAM
-    // One read and one write port; the users of each are never active in the same cycle.
-    wire          ret_we = ret_v && ret_dest == D_SRAM;
-    wire          sram_we = ret_we || mk_we || cfg_sram_we;
-    wire [AW-1:0] sram_waddr = ret_we ? ret_y : mk_we ? mk_wa_reg : cfg_addr[AW-1:0];
-    wire [31:0]   sram_wdata = ret_we ? ret_act : mk_we ? mk_val : cfg_data;
-    wire          g_rd = g_issue && g_j != 17'd0;
-    wire          rows_rd = rows_issue && (fwd || !h_first_reg);
-    wire [AW-1:0] sram_raddr = dump ? dm_addr_reg : ld_issue ? ld_addr_reg : maskop ? (mk_phase_reg ? mk_d_reg : mk_y_reg)
-                             : grad ? g_xaddr : x_cur_reg;
-
-    ws_mesh_pe_sram #(
-        .WORDS(SRAM_WORDS)
-    ) sram_inst (
-        .clk(clk),
-        .wr_en(sram_we || lo_we),
-        .wr_addr(lossop ? lo_waddr : sram_waddr),
-        .wr_data(lossop ? lo_wdata : sram_wdata),
-        .rd_en(rows_rd || g_rd || dm_issue || ld_issue || mk_issue || lo_rd_en),
-        .rd_addr(lossop ? lo_raddr : sram_raddr),
-        .rd_data(sram_rd_data)
-    );
-
     // ---------------------------------------------------------------- the loss stage
     // LOSS (op 6) runs ws_mesh_loss on the PE's own FMA and SRAM ports; nothing else issues
     // or touches the SRAM while it runs.
@@ -532,6 +509,29 @@ module ws_mesh_pe #(
         .fma_c(lo_c),
         .fma_out(fma_out),
         .fma_issue(lo_issue)
+    );
+
+    // ---------------------------------------------------------------- SRAM
+    // One read and one write port; the users of each are never active in the same cycle.
+    wire          ret_we = ret_v && ret_dest == D_SRAM;
+    wire          sram_we = ret_we || mk_we || cfg_sram_we;
+    wire [AW-1:0] sram_waddr = ret_we ? ret_y : mk_we ? mk_wa_reg : cfg_addr[AW-1:0];
+    wire [31:0]   sram_wdata = ret_we ? ret_act : mk_we ? mk_val : cfg_data;
+    wire          g_rd = g_issue && g_j != 17'd0;
+    wire          rows_rd = rows_issue && (fwd || !h_first_reg);
+    wire [AW-1:0] sram_raddr = dump ? dm_addr_reg : ld_issue ? ld_addr_reg : maskop ? (mk_phase_reg ? mk_d_reg : mk_y_reg)
+                             : grad ? g_xaddr : x_cur_reg;
+
+    ws_mesh_pe_sram #(
+        .WORDS(SRAM_WORDS)
+    ) sram_inst (
+        .clk(clk),
+        .wr_en(sram_we || lo_we),
+        .wr_addr(lossop ? lo_waddr : sram_waddr),
+        .wr_data(lossop ? lo_wdata : sram_wdata),
+        .rd_en(rows_rd || g_rd || dm_issue || ld_issue || mk_issue || lo_rd_en),
+        .rd_addr(lossop ? lo_raddr : sram_raddr),
+        .rd_data(sram_rd_data)
     );
 
     // ---------------------------------------------------------------- FMA (FPnew)

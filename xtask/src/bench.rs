@@ -447,7 +447,7 @@ fn print_table(rows: &[Row]) {
     for (r, v) in rows.iter().zip(&vals) {
         let ratio = match r.ratio {
             Some(x) if x >= 0.01 => format!("{x:.3} × {}", r.baseline),
-            Some(x) if x == 0.0 => format!("none of {}", r.baseline),
+            Some(x) if x <= 0.0 => format!("none of {}", r.baseline),
             Some(x) => format!("1/{:.0} of {}", 1.0 / x, r.baseline),
             None => String::new(),
         };
