@@ -116,15 +116,15 @@ impl Map {
 }
 
 /// Per PE (router index): its snake position and its samples.
-struct Pes {
-    geometry: Geometry,
-    mesh: Mesh,
+pub(crate) struct Pes {
+    pub(crate) geometry: Geometry,
+    pub(crate) mesh: Mesh,
     /// (snake position, samples) by router index.
-    at: Vec<(usize, std::ops::Range<usize>)>,
+    pub(crate) at: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 impl Pes {
-    fn new(side: usize, b: usize, n: usize) -> Self {
+    pub(crate) fn new(side: usize, b: usize, n: usize) -> Self {
         let geometry = Geometry::new(side, side);
         let mesh = Mesh::new(side, side, b);
         let mut at = vec![(0, 0..0); geometry.routers()];
@@ -137,7 +137,7 @@ impl Pes {
     /// Slots a PE runs its per-sample instructions for: its samples, or one junk slot on an
     /// empty PE, which must still take every weight word of the multicast and send one result
     /// packet per round.
-    fn slots(&self, r: usize) -> usize {
+    pub(crate) fn slots(&self, r: usize) -> usize {
         self.at[r].1.len().max(1)
     }
 }

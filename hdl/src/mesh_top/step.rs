@@ -11,9 +11,8 @@ use ws_common::golden::mesh::step::{self as golden, StepOutput};
 use ws_common::golden::mesh::{Config, Layer, Mesh, Model, Reduce, Sram, StreamLayout};
 
 use crate::dut::Dut;
-use crate::mesh::Geometry;
 use crate::mesh_pe::Instr;
-use crate::mesh_top::scenario::{pe_counters, Values};
+use crate::mesh_top::scenario::{pe_counters, Pes, Values};
 use crate::mesh_top::{self as top, Patterns, RunOut, Segment};
 
 /// The layer id of the metrics segment in its headers (the largest 12-bit id, never a layer).
@@ -168,12 +167,9 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
     let golden = golden::run(&cfg, &params, &x, &labels).expect("a valid golden step");
 
     // The batch: x and the label of every slot, through the sample ingress.
-    let g = Geometry::new(side, side);
+    let pes = Pes::new(side, c.b, c.n);
+    let (g, at) = (pes.geometry, &pes.at);
     let map = StepMap::new(dims, c.b);
-    let mut at = vec![(0, 0..0); g.routers()];
-    for pos in 0..g.routers() {
-        at[top::snake_router(g, pos)] = (pos, cfg.mesh.samples_at(pos, c.n));
-    }
     let mut samples = Vec::new();
     for (r, (_, range)) in at.iter().enumerate() {
         for (j, s) in range.clone().enumerate() {
@@ -186,7 +182,7 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
     top::load_samples(dut, &samples, c.pats.weights);
     let mut len = 0;
     for (r, (pos, range)) in at.iter().enumerate() {
-        let prog = program(dims, &map, range.len().max(1), range.len(), *pos == 0);
+        let prog = program(dims, &map, pes.slots(r), range.len(), *pos == 0);
         len = prog.len() as u32;
         top::load_program(dut, r as u8, &prog);
     }
