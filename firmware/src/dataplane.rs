@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | RX0 | [0, ¼) | channel 2, weights host → board: the words of `MxWrite` |
 //! | RX1 | [¼, ½) | channel 3, gradients host → board: the words of `MxStep` |
-//! | RX2 | [½, ¾) | channel 4, data: still echoed to channel 6 |
-//! | TX0 | [¾, 1) | channel 2, weights board → host: the words of `MxRead` |
+//! | RX2 | [½, ¾) | channel 4, data: the samples of `MeshStep` |
+//! | TX0 | [¾, 1) | channel 2, weights board → host: the words of `MxRead`, the gradients of `MeshStep` |
 //!
 //! The CPU never touches a payload word: the data mover moves them between these rings and
 //! the weight store, and the firmware only moves the rings' positions (RX released, TX ready),
@@ -21,10 +21,12 @@
 //!
 //! Every wait is bounded: when the host stops sending, the request is answered `Timeout`.
 
+mod mesh;
+
 use ws_common::ctrl::cmd::{
-    opcode, BulkMode, LinkMode, MxCounterValues, MxCounters, MxCreate, MxInfo, MxInfoData, MxRead, MxStep,
-    MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus, SwarmStatusData, MAX_REFEEDS,
-    MX_COUNTERS, SWARM_MAX_EVENTS,
+    opcode, BulkMode, LinkMode, MeshSetup, MeshStep, MxCounterValues, MxCounters, MxCreate, MxInfo,
+    MxInfoData, MxRead, MxStep, MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus,
+    SwarmStatusData, MAX_REFEEDS, MX_COUNTERS, SWARM_MAX_EVENTS,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
@@ -57,6 +59,7 @@ pub struct MemoryXPlane {
     host_refusals: u32,
     steps: u32,
     swarm: Option<SwarmPlane>,
+    mesh: Option<mesh::MeshPlane>,
 }
 
 /// SwarmX and the firmware's policy for it (`crate::swarm`), when the SoC has the node.
@@ -118,6 +121,7 @@ impl MemoryXPlane {
             host_refusals: 0,
             steps: 0,
             swarm: None,
+            mesh: None,
         }
     }
 
@@ -245,10 +249,10 @@ impl MemoryXPlane {
         match want {
             BulkMode::MemoryX => {
                 eng.close_all();
-                eng.set_loopback(0b100);
+                eng.set_loopback(0);
                 let ok = eng.open_rx(0, r[0], eng.rx_committed(0))
                     && eng.open_rx(1, r[1], eng.rx_committed(1))
-                    && eng.open_rx(2, r[2], 0)
+                    && eng.open_rx(2, r[2], eng.rx_committed(2))
                     && eng.open_tx(TX_WEIGHTS, r[3], eng.tx_sent(TX_WEIGHTS));
                 if !ok {
                     return Err(Status::DeviceFault);
@@ -647,6 +651,8 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::SWARM_STATUS => self.answer::<SwarmStatus>(req_id, body, out, |s, _| s.swarm_status()),
             opcode::SWARM_CONFIG => self.answer::<SwarmConfig>(req_id, body, out, |s, q| s.swarm_config(&q)),
             opcode::SWARM_EVENTS => self.answer::<SwarmEvents>(req_id, body, out, |s, _| s.swarm_events()),
+            opcode::MESH_SETUP => self.answer::<MeshSetup>(req_id, body, out, |s, q| s.mesh_setup(&q, eng)),
+            opcode::MESH_STEP => self.answer::<MeshStep>(req_id, body, out, |s, q| s.mesh_step(&q, eng)),
             _ => return None,
         })
     }

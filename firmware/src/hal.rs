@@ -20,6 +20,7 @@
 pub mod gpio;
 pub mod hostlink;
 pub mod link;
+pub mod mesh;
 pub mod mx;
 pub mod swarm;
 pub mod sysinfo;

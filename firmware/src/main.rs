@@ -16,6 +16,7 @@ use ws_firmware::dataplane::MemoryXPlane;
 use ws_firmware::hal::gpio::Gpio;
 use ws_firmware::hal::hostlink::Hostlink;
 use ws_firmware::hal::link::{LinkEngine, Window};
+use ws_firmware::hal::mesh::MeshHw;
 use ws_firmware::hal::mx::MemoryX;
 use ws_firmware::hal::swarm::SwarmX;
 use ws_firmware::hal::sysinfo::Sysinfo;
@@ -92,8 +93,9 @@ fn main() -> ! {
     open_echo_windows(&mut engine);
     engine.set_rx_interrupt(true);
     // Every MemoryX wait gives up after about 250 ms of board time (a poll is ~8 cycles).
-    let mut dataplane =
-        MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32).with_swarm(SwarmX::probe(p.swarm));
+    let mut dataplane = MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32)
+        .with_swarm(SwarmX::probe(p.swarm))
+        .with_mesh(MeshHw::probe(p.mesh));
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 

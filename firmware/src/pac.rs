@@ -2271,12 +2271,12 @@ impl Mxdma {
     pub fn refused(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::REFUSED as usize)
     }
-    /// WOUT_CTRL (rw): Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Turning capture on restarts WOUT_HEAD at 0.
+    /// WOUT_CTRL (rw): Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring at ring offset WOUT_HEAD mod WOUT_LEN, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Writing 1 checks the ring and WOUT_START and restarts WOUT_HEAD at WOUT_START.
     #[inline(always)]
     pub fn wout_ctrl(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_CTRL as usize)
     }
-    /// WOUT_BASE (rw): Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
+    /// WOUT_BASE (rw): Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on, with WOUT_LEN and WOUT_START (a bad ring leaves capture off and counts in REFUSED).
     #[inline(always)]
     pub fn wout_base(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_BASE as usize)
@@ -2286,12 +2286,12 @@ impl Mxdma {
     pub fn wout_len(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_LEN as usize)
     }
-    /// WOUT_LIMIT (rw): Capture may write until WOUT_HEAD equals this byte count (firmware moves it as the ring drains).
+    /// WOUT_LIMIT (rw): Capture may write until WOUT_HEAD equals this stream position (bits 30:0; firmware moves it on as the ring drains: position consumed + WOUT_LEN, mod 2^31). Equality, so a value WOUT_HEAD never takes (not a multiple of 4, or bit 31 set) never stalls.
     #[inline(always)]
     pub fn wout_limit(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_LIMIT as usize)
     }
-    /// WOUT_HEAD (ro): Bytes captured since capture turned on.
+    /// WOUT_HEAD (ro): Stream position of the next captured byte: WOUT_START when capture turned on, plus the bytes captured since (mod 2^31). Its ring offset is WOUT_HEAD mod WOUT_LEN.
     #[inline(always)]
     pub fn wout_head(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_HEAD as usize)
@@ -2315,6 +2315,11 @@ impl Mxdma {
     #[inline(always)]
     pub fn grad_route(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::GRAD_ROUTE as usize)
+    }
+    /// WOUT_START (rw): Where WOUT_HEAD starts when capture turns on: the stream position of the first captured byte, whose ring offset is WOUT_START mod WOUT_LEN. So the capture ring can be a ring already part way round, such as a link TX ring whose byte p sits at offset p mod its length. A multiple of 4, checked with the ring (any other start is refused like a bad ring). 0: WOUT_HEAD counts the bytes captured.
+    #[inline(always)]
+    pub fn wout_start(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::WOUT_START as usize)
     }
 }
 
@@ -2857,7 +2862,7 @@ impl Mesh {
     pub fn err_codes(&self) -> Reg {
         Reg(Self::BASE + regmap::mesh::ERR_CODES as usize)
     }
-    /// FLAGS (ro): Array health and the FIFOs.
+    /// FLAGS (ro/w1c/ro): Array health and the FIFOs. bad_route and bad_target are sticky, write 1 to clear; the other bits read state.
     #[inline(always)]
     pub fn flags(&self) -> Reg {
         Reg(Self::BASE + regmap::mesh::FLAGS as usize)

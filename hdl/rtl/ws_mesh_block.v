@@ -19,7 +19,11 @@
 //   - the metrics egress (the loss sum and correct count of a step) and the results egress
 //     (the PEs' DUMP packets) fill two FIFOs read through METRICS* and RESULTS*, popped by CMD;
 //     a full FIFO holds its egress back (nothing is dropped);
-//   - every counter of the array is read through CNT_SEL / CNT_VALUE.
+//   - every counter of the array is read through CNT_SEL / CNT_VALUE;
+//   - a ROUTE write to a router past the array, or a CFG_DATA write to a PE that does not
+//     exist (not a router index, 0xfe or 0xff), reaches nothing in the array (ws_mesh and
+//     ws_mesh_fabric decode only the indices that exist) and sets the sticky FLAGS.bad_route
+//     or FLAGS.bad_target (write 1 to clear), so firmware sees a table it got wrong.
 // CFG_TARGET and SX_TARGET are taken as whole words (their byte enables are not applied to
 // CFG_NEXT and SX_NEXT).
 //
@@ -105,6 +109,9 @@ module ws_mesh_block #(
     wire [15:0] cnt_sel_index;
     wire [7:0]  cnt_sel_group;
     wire        cnt_sel_we;
+    wire        flags_we;
+    wire        bad_route_set, bad_target_set;
+    wire        flags_bad_route, flags_bad_target;
 
     reg  [15:0] cfg_next_addr_reg;
     reg  [7:0]  cfg_next_pe_reg;
@@ -177,8 +184,13 @@ module ws_mesh_block #(
         .err_codes_codes_i(codes64[31:0]),
         .flags_grad_overrun_i(stat_grad_overrun),
         .flags_overflow_i(|stat_overflow),
+        .flags_bad_route_set(bad_route_set),
+        .flags_bad_route(flags_bad_route),
+        .flags_bad_target_set(bad_target_set),
+        .flags_bad_target(flags_bad_target),
         .flags_metrics_count_i({{(8 - MW){1'b0}}, metrics_level}),
         .flags_results_count_i({{(8 - RW){1'b0}}, results_level}),
+        .flags_we(flags_we),
         .metrics_value_i(metrics_data),
         .metrics_hdr_index_i(m_index[7:0]),
         .metrics_hdr_last_i(metrics_last),
@@ -202,6 +214,11 @@ module ws_mesh_block #(
     wire x_fire = s_x_valid && x_ready;
     wire w_fire = s_w_valid && s_w_ready;
     wire g_fire = m_g_valid && m_g_ready;
+
+    // Writes that address nothing: the array drops them, FLAGS says so.
+    assign bad_route_set = route_we && {24'd0, route_router} >= R32;
+    assign bad_target_set = cfg_data_we && {24'd0, cfg_next_pe_reg} >= R32
+                            && cfg_next_pe_reg != 8'hfe && cfg_next_pe_reg != 8'hff;
 
     wire prog_w2 = cfg_next_pe_reg != 8'hfe && cfg_next_addr_reg[15:12] == 4'h1 && cfg_next_addr_reg[1:0] == 2'd2;
 
@@ -403,9 +420,11 @@ module ws_mesh_block #(
     end
     assign cnt_value = cnt_mux;
 
-    // ERR_CODES shows PEs 0..7; the metrics header's kind, layer and chunk are not shown.
+    // ERR_CODES shows PEs 0..7; the metrics header's kind, layer and chunk are not shown;
+    // FLAGS' sticky bits live in the CSR and are only read back.
     wire _unused_ok = &{1'b0, cfg_target_addr, cfg_target_pe, sx_target_addr, sx_target_pe,
-                        ctrl_we, cnt_sel_we, m_index[15:8], codes64[63:32],
+                        ctrl_we, cnt_sel_we, flags_we, flags_bad_route, flags_bad_target,
+                        m_index[15:8], codes64[63:32],
                         metrics_user[WS_FLIT_CHUNK_LSB +: WS_FLIT_CHUNK_WIDTH],
                         metrics_user[15:0]};
 

@@ -19,7 +19,10 @@
 //   op 5 RING_TO_SAMPLES (MESH only) words of a ring into the mesh's sample ingress, which
 //                       writes them into PE SRAMs from its SX_TARGET on (kind DATA);
 //   weight-out sink     the streamer's weight flits, discarded and counted or written in
-//                       order into a capture ring (WOUT_*), stalling at WOUT_LIMIT.
+//                       order into a capture ring (WOUT_*), stalling at WOUT_LIMIT. WOUT_HEAD
+//                       is a stream position that capture restarts at WOUT_START, and a
+//                       word lands at ring offset WOUT_HEAD mod WOUT_LEN, so the capture
+//                       ring can be a link TX ring already part way round.
 //
 // Checks. CMD checks the whole operation before it moves a word, and a refusal moves
 // nothing (STATUS.err, REFUSED): the ring must be a power of two of at least 4 bytes,
@@ -163,6 +166,7 @@ module ws_mx_dma #(
     wire [4:0]  route_ports;
     wire [15:0] route_skip;
     wire [31:0] wout_base, wout_len, wout_limit;
+    wire [30:0] wout_start;
 
     reg         busy_reg;
     reg  [3:0]  op_reg;
@@ -172,7 +176,7 @@ module ws_mx_dma #(
     reg  [30:0] cap_head_reg;
     reg  [31:0] wout_flits_reg, wout_dropped_reg, grad_flits_reg;
 
-    wire [10:0] unused_we;   // strobes of registers only read at CMD time
+    wire [11:0] unused_we;   // strobes of registers only read at CMD or capture-on time
 
     ws_mxdma_csr csr_inst (
         .clk(clk),
@@ -227,7 +231,9 @@ module ws_mx_dma #(
         .grad_flits_count_i(grad_flits_reg),
         .grad_route_ports(route_ports),
         .grad_route_skip(route_skip),
-        .grad_route_we(unused_we[10])
+        .grad_route_we(unused_we[10]),
+        .wout_start_bytes(wout_start),
+        .wout_start_we(unused_we[11])
     );
 
     // ---------------------------------------------------------------- checks
@@ -324,6 +330,9 @@ module ws_mx_dma #(
 
     reg  [31:0] cap_mask_reg, cap_base_reg;
     reg         cap_we_d_reg;
+    // Capture may turn on: its ring passes the ring check and WOUT_START is a whole word (an
+    // odd start would never meet a word-aligned WOUT_LIMIT, and capture would lap the ring).
+    wire        cap_ok = ring_ok(wout_base, wout_len) && wout_start[1:0] == 2'b00;
     wire [31:0] cap_byte = cap_base_reg | ({1'b0, cap_head_reg} & cap_mask_reg);
     wire [AW-1:0] cap_word = cap_byte[AW+1:2];
 
@@ -557,9 +566,9 @@ module ws_mx_dma #(
         if (cap_we_d_reg) begin
             if (!wout_capture) begin
                 cap_on_reg <= 1'b0;
-            end else if (ring_ok(wout_base, wout_len)) begin
+            end else if (cap_ok) begin
                 cap_on_reg <= 1'b1;
-                cap_head_reg <= 31'd0;
+                cap_head_reg <= wout_start;
                 cap_base_reg <= wout_base;
                 cap_mask_reg <= wout_len - 32'd1;
             end
@@ -567,7 +576,7 @@ module ws_mx_dma #(
 
         ops_reg <= ops_reg + {31'd0, op_done && !(bus_err_reg || bus_err_now)};
         refused_reg <= refused_reg + {31'd0, refuse} + {31'd0, op_done && (bus_err_reg || bus_err_now)}
-            + {31'd0, cap_we_d_reg && wout_capture && !ring_ok(wout_base, wout_len)};
+            + {31'd0, cap_we_d_reg && wout_capture && !cap_ok};
 
         if (rst) begin
             state_reg <= S_IDLE;

@@ -30,12 +30,7 @@ pub fn div_spec() -> BlockSpec {
 /// Cycles from `start` to `done` of `ws_mesh_div` for finite nonzero operands.
 pub const DIV_CYCLES: u64 = 28;
 
-/// `cfg_addr` of the control register.
-pub const CFG_CTRL: u16 = 0x0000;
-/// `cfg_addr` of word 0 of instruction 0; instruction n word w is at `CFG_PROG + 4n + w`.
-pub const CFG_PROG: u16 = 0x1000;
-/// `cfg_addr` of SRAM word 0; word a is at `CFG_SRAM + a`.
-pub const CFG_SRAM: u16 = 0x8000;
+pub use ws_common::mesh::{Instr, CFG_CTRL, CFG_PROG, CFG_SRAM};
 
 /// `stat_err_code` values (see the header of `ws_mesh_pe.v`).
 pub mod err {
@@ -94,112 +89,6 @@ pub fn pe_spec(p: &PeParams) -> Result<BlockSpec, BuildError> {
     let mut spec = with_fpnew(spec)?;
     spec.vlt_files.push(MESH_PE_VLT.into());
     Ok(spec)
-}
-
-/// One PE instruction (three 32-bit words).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Instr {
-    /// M rows of K+1 weight words (bias first) from `s_*`; y of B samples at `dst` (B×M,
-    /// sample-major) from x at `src` (B×K).
-    Fwd {
-        /// ReLU on the outputs.
-        relu: bool,
-        /// Samples.
-        b: u32,
-        /// Inputs.
-        k: u32,
-        /// Outputs.
-        m: u32,
-        /// Word address of x.
-        src: u32,
-        /// Word address of y.
-        dst: u32,
-    },
-    /// Sends SRAM words `src .. src + count` on `m_*`.
-    Dump {
-        /// First word.
-        src: u32,
-        /// Words.
-        count: u32,
-    },
-    /// The same M rows again (bias words ignored); dx of B samples at `dst` (B×K) from dz at
-    /// `src` (B×M): `acc = −0`, `acc = fma(w_ik, dz_si, acc)` over the rows.
-    Dx {
-        /// Samples.
-        b: u32,
-        /// Inputs (the width of dx).
-        k: u32,
-        /// Outputs (rows; the width of dz).
-        m: u32,
-        /// Word address of dz.
-        src: u32,
-        /// Word address of dx.
-        dst: u32,
-    },
-    /// The ReLU backward in place: `y[a] = relu_grad(y[a], d[a])` for `a < count`.
-    Mask {
-        /// Word address of d (the gradient at the ReLU's output).
-        src: u32,
-        /// Word address of y (the stored outputs, overwritten with dz).
-        dst: u32,
-        /// Words.
-        count: u32,
-    },
-    /// The PE's part of the Snake reduction of a K→M layer's gradient: M rows of K+1 running
-    /// sums in on `s1_*` (none at the head, which starts from −0), each word j of row i
-    /// updated by `fma(dz_si, x̃_sj, acc)` for the B slots in order, out on `m1_*`. B = 0
-    /// passes the words through.
-    Grad {
-        /// The head of the snake (snake position 0).
-        head: bool,
-        /// Samples (0..=MAX_B).
-        b: u32,
-        /// Inputs (0 for a one-word row: the loss reduction).
-        k: u32,
-        /// Outputs (rows).
-        m: u32,
-        /// Word address of x (B×K).
-        x: u32,
-        /// Word address of dz (B×M).
-        dz: u32,
-    },
-    /// The loss stage (softmax cross-entropy, `golden::mesh::loss::softmax_xent`) of B
-    /// samples of C classes, in place: logits at `src` (B×C) become dz, labels (unsigned
-    /// integers) at `lab` (B words), each sample's loss and correct flag (1.0 or +0) at
-    /// `dst + 2s` and `dst + 2s + 1`.
-    Loss {
-        /// Samples.
-        b: u32,
-        /// Classes.
-        c: u32,
-        /// Word address of the logits (overwritten with dz).
-        src: u32,
-        /// Word address of the labels.
-        lab: u32,
-        /// Word address of the (loss, flag) pairs.
-        dst: u32,
-    },
-    /// Three raw words (for testing the checks).
-    Raw([u32; 3]),
-}
-
-impl Instr {
-    /// The three words of the instruction.
-    pub fn words(&self) -> [u32; 3] {
-        match *self {
-            Instr::Fwd { relu, b, k, m, src, dst } => {
-                [1 | (u32::from(relu) << 4) | (b << 8), k | (m << 16), src | (dst << 16)]
-            }
-            Instr::Dump { src, count } => [2, count, src],
-            Instr::Dx { b, k, m, src, dst } => [3 | (b << 8), k | (m << 16), src | (dst << 16)],
-            Instr::Mask { src, dst, count } => [4, count, src | (dst << 16)],
-            Instr::Grad { head, b, k, m, x, dz } => {
-                [5 | (u32::from(head) << 4) | (b << 8), k | (m << 16), x | (dz << 16)]
-            }
-            Instr::Loss { b, c, src, lab, dst } => [6 | (b << 8), c | (lab << 16), src | (dst << 16)],
-            Instr::Raw(w) => w,
-        }
-    }
 }
 
 /// What the PE reported after a program.

@@ -33,12 +33,7 @@ pub const ARRAY_FILES: &[&str] = &[
 /// Build configuration of the array (with the router's and the PE's).
 pub const ARRAY_VLT: &str = "hdl/lint/mesh_array.vlt";
 
-/// Color of the weight rows.
-pub const COLOR_WEIGHTS: usize = 0;
-/// Color of the Snake reduction.
-pub const COLOR_SNAKE: usize = 1;
-/// Color of the PEs' results (DUMP), gathered to the metrics egress.
-pub const COLOR_RESULTS: usize = 2;
+pub use ws_common::mesh::{COLOR_RESULTS, COLOR_SNAKE, COLOR_WEIGHTS};
 
 /// Parameters of one `ws_mesh`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,9 +85,7 @@ pub fn array_spec(p: &ArrayParams) -> Result<BlockSpec, BuildError> {
 
 /// The router of snake position `pos` (docs/mesh.md "PEs and the snake").
 pub fn snake_router(g: Geometry, pos: usize) -> usize {
-    let (y, i) = (pos / g.cols, pos % g.cols);
-    let x = if y % 2 == 0 { i } else { g.cols - 1 - i };
-    g.router(y, x)
+    ws_common::mesh::snake_router(g.cols, pos)
 }
 
 /// The edge links of the ports: (weight ingress, gradient egress, metrics egress).
@@ -104,11 +97,26 @@ pub fn edges(g: Geometry) -> (usize, usize, usize) {
     (w, grad, metrics)
 }
 
-/// The route tables of `ws_mesh`: color 0 a broadcast from the weight ingress to every PE,
-/// color 1 the snake (each PE's local output to the next PE's local input, the last one's
-/// to the gradient egress), color 2 an ordered gather to the metrics egress (each round
-/// arrives in router-index order).
+/// The route tables of `ws_mesh` as the firmware writes them (`ws_common::mesh::routes`):
+/// color 0 a broadcast from the weight ingress to every PE, color 1 the snake (each PE's local
+/// output to the next PE's local input, the last one's to the gradient egress), color 2 an
+/// ordered gather to the metrics egress (each round arrives in router-index order), with the
+/// edges declared so that [`Mesh::check`] can prove them.
 pub fn routes(p: &ArrayParams) -> Mesh {
+    let g = p.geometry();
+    let (w, grad, metrics) = edges(g);
+    let mut m = Mesh::new(g, p.router());
+    for e in ws_common::mesh::routes(g.rows, g.cols) {
+        m.set(e.router, e.in_port, e.color, Entry { mask: e.mask, quota: e.quota });
+    }
+    m.add_ingress(w, COLOR_WEIGHTS).add_egress(grad, COLOR_SNAKE).add_egress(metrics, COLOR_RESULTS);
+    m
+}
+
+/// The same tables built with the generic route builders ([`Mesh::broadcast`],
+/// [`Mesh::gather`]) and the snake walked by hand: the independent reference that the
+/// firmware's tables ([`routes`]) are checked against.
+pub fn reference_routes(p: &ArrayParams) -> Mesh {
     let g = p.geometry();
     let (w, grad, metrics) = edges(g);
     let mut m = Mesh::new(g, p.router());
@@ -154,8 +162,7 @@ pub fn configure_routes(dut: &mut Dut, m: &Mesh) {
     dut.eval();
 }
 
-/// `cfg_pe` that writes every PE.
-pub const ALL_PES: u8 = 0xff;
+pub use ws_common::mesh::ALL_PES;
 
 /// One PE configuration write (one cycle).
 pub fn cfg_write(dut: &mut Dut, pe: u8, addr: u16, data: u32) {
@@ -179,61 +186,18 @@ pub fn load_program(dut: &mut Dut, pe: u8, prog: &[Instr]) {
     }
 }
 
-/// `cfg_pe` of the top's own registers.
-pub const TOP_REGS: u8 = 0xfe;
-/// Top register: the step of the gradient headers; a write restarts the segment table and
-/// starts a new step for the timestamps.
-pub const REG_STEP: u16 = 0x0000;
-/// Top register: segments in the gradient header table.
-pub const REG_NSEG: u16 = 0x0001;
-/// Top register: segment n word w (0 layer id, 1 words per chunk, 2 words of the layer) at
-/// `REG_SEG + 4n + w`.
-pub const REG_SEG: u16 = 0x0100;
-/// Segments the RTL's table holds (`GSEG`, the default).
-pub const GSEG: usize = 8;
+pub use ws_common::mesh::{Segment, GSEG, REG_NSEG, REG_SEG, REG_STEP, TOP_REGS};
+
 /// Layer ids with phase timestamps (`TS_LAYERS`, the default).
 pub const TS_LAYERS: usize = 8;
-
-/// One layer of the gradient egress stream, in egress order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    /// The layer id in the headers.
-    pub layer: u16,
-    /// Words per full chunk (rows per chunk × (K + 1)).
-    pub chunk_words: u32,
-    /// Words of the layer (M × (K + 1)).
-    pub words: u32,
-    /// The words leave on the metrics egress `m_m_*` instead of the gradient egress.
-    pub metrics: bool,
-}
-
-impl Segment {
-    /// Layer `id` of shape `layer` cut by `stream`.
-    pub fn new(
-        id: usize,
-        layer: ws_common::golden::mesh::Layer,
-        stream: ws_common::golden::mesh::StreamLayout,
-    ) -> Self {
-        let words = layer.words().unwrap_or(0);
-        let chunk_words = (stream.rows_per_chunk * layer.row_words()).min(words);
-        Segment { layer: id as u16, chunk_words: chunk_words as u32, words: words as u32, metrics: false }
-    }
-
-    /// A metrics segment of `words` words in one chunk, with layer id `id` in its headers:
-    /// the step's loss sum and correct count (`Instr::Grad` with K = 0, M = 2).
-    pub fn metrics(id: usize, words: u32) -> Self {
-        Segment { layer: id as u16, chunk_words: words, words, metrics: true }
-    }
-}
 
 /// Writes the step and the gradient header table (at most [`GSEG`] segments), which also
 /// restarts the header sequence and starts a new step for the phase timestamps.
 pub fn configure_step(dut: &mut Dut, step: u16, segments: &[Segment]) {
     for (n, sg) in segments.iter().enumerate() {
-        let at = REG_SEG + 4 * n as u16;
-        cfg_write(dut, TOP_REGS, at, u32::from(sg.layer) | (u32::from(sg.metrics) << 16));
-        cfg_write(dut, TOP_REGS, at + 1, sg.chunk_words);
-        cfg_write(dut, TOP_REGS, at + 2, sg.words);
+        for (w, word) in sg.words().into_iter().enumerate() {
+            cfg_write(dut, TOP_REGS, REG_SEG + (4 * n + w) as u16, word);
+        }
     }
     cfg_write(dut, TOP_REGS, REG_NSEG, segments.len() as u32);
     cfg_write(dut, TOP_REGS, REG_STEP, u32::from(step));
@@ -403,4 +367,22 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
 /// Counter `index` of a flat counter bus of 32-bit counters.
 pub fn counter(dut: &Dut, name: &str, index: usize) -> u64 {
     mesh::tb::counter(dut, name, index, 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The firmware's route tables (`ws_common::mesh::routes`) are exactly what the generic
+    /// builders make, and they pass every check of [`Mesh::check`] (no loop, ordered merges
+    /// with the right quotas, every PE reached), on square, flat, tall and single arrays.
+    #[test]
+    fn firmware_routes_equal_the_generic_builders() {
+        for (rows, cols) in [(1, 1), (1, 5), (4, 1), (2, 2), (3, 5), (4, 4), (8, 8)] {
+            let p = ArrayParams { rows, cols, pe: PeParams::default(), buf_depth: 4 };
+            let (ours, reference) = (routes(&p), reference_routes(&p));
+            assert_eq!(ours.writes(), reference.writes(), "{rows}x{cols}");
+            ours.check().unwrap_or_else(|e| panic!("{rows}x{cols}: {e}"));
+        }
+    }
 }

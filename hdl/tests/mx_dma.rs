@@ -10,8 +10,10 @@
 //! ring and the state read back, bit-exact with `ws_common::golden::optim`; the same step
 //! with three wafers' gradients reduced by the block's SwarmX node on the way in and the
 //! weights broadcast by it on the way out, bit-exact with `golden::swarm` then
-//! `golden::optim`; and a wafer that stops answering: its chunks are aborted and touch
-//! nothing, and once its port is masked the re-fed chunks reduce over the others.
+//! `golden::optim`; a wafer that stops answering: its chunks are aborted and touch
+//! nothing, and once its port is masked the re-fed chunks reduce over the others; capture
+//! from a stream position (WOUT_START) into a ring already part way round, stalling exactly
+//! at WOUT_LIMIT; and the mesh block's writes that address nothing, flagged and dropped.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -585,6 +587,112 @@ fn weight_flits_are_dropped_and_counted_without_capture() {
     assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), 1);
 }
 
+/// Capture from a stream position (WOUT_START): the capture ring as a ring already part way
+/// round, as firmware uses a link TX ring. Twice: from 3·len − 8 (two words before the ring
+/// wraps) and from 2^31 − 12 (WOUT_HEAD wraps its 31 bits after three words). WOUT_HEAD
+/// starts at WOUT_START; word i lands at ring offset (WOUT_START + 4i) mod WOUT_LEN, across
+/// the wrap, and nothing else in or around the ring is written; the stream stalls with
+/// WOUT_HEAD exactly at WOUT_LIMIT and goes on when WOUT_LIMIT moves. A start that is not a
+/// whole word is refused like a bad ring, and WOUT_START = 0 restarts WOUT_HEAD at 0.
+#[test]
+fn capture_starts_at_a_stream_position_and_stalls_at_the_limit() {
+    let mut tb = Tb::new(0x3a81, Pattern::Mixed);
+    let mut rng = StdRng::seed_from_u64(0x3a82);
+    let n = 40u32;
+    let w: Vec<u32> = random_words(&mut rng, n as usize).into_iter().map(|x| x & 0x3fff_ffff).collect();
+    tb.store_put(0x1000, &w);
+    let b = reg::layer(3);
+    tb.write(Slot::Mx, b + reg::W_BASE, 0x1000);
+    tb.write(Slot::Mx, b + reg::LEN, n);
+    tb.write(Slot::Mx, b + reg::CHUNK, 16);
+    tb.write(Slot::Mx, b + reg::MODE, Opt::Sgd as u32);
+    write_slot(&mut tb, 0, &consts(&Hyper::SGD, 1));
+    tb.write(Slot::Mx, b + reg::STEP, 1);
+    tb.write(Slot::Mx, reg::CMD, reg::OP_ENABLE | (3 << 4));
+    for _ in 0..40 {
+        tb.step();
+    }
+
+    // A 64-word ring: the 40 words leave 24 of it, and the words either side, untouched.
+    let (base, len) = (0x2000u32, 0x100u32);
+    let stop = 10u32; // WOUT_LIMIT at word 10: past the ring's wrap (and the head's)
+    for start in [3 * len - 8, 0x8000_0000 - 12] {
+        let at = |i: u32| start.wrapping_add(4 * i) & 0x7fff_ffff;
+        let span = (base / 4 - 1) as usize..=((base + len) / 4) as usize;
+        for (k, m) in tb.ram[span.clone()].iter_mut().enumerate() {
+            *m = 0xdead_0000 | k as u32;
+        }
+        let before = tb.ram[span.clone()].to_vec();
+        tb.write(Slot::Dma, mxdma::WOUT_BASE, base);
+        tb.write(Slot::Dma, mxdma::WOUT_LEN, len);
+        tb.write(Slot::Dma, mxdma::WOUT_START, start);
+        tb.write(Slot::Dma, mxdma::WOUT_LIMIT, at(stop));
+        tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+        tb.step();
+        let head = tb.read(Slot::Dma, mxdma::WOUT_HEAD);
+        assert_eq!(mxdma::wout_head::ON.get(head), 1, "start {start:#x}: capture on");
+        assert_eq!(mxdma::wout_head::BYTES.get(head), start, "WOUT_HEAD starts at WOUT_START");
+
+        let flits0 = tb.read(Slot::Dma, mxdma::WOUT_FLITS);
+        tb.write(Slot::Mx, reg::CMD, reg::OP_STREAM | (3 << 4));
+        for _ in 0..3000 {
+            tb.step();
+        }
+        // Stalled at the limit, and it stays there.
+        for _ in 0..2 {
+            let head = mxdma::wout_head::BYTES.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD));
+            assert_eq!(head, at(stop), "start {start:#x}: WOUT_HEAD stops at WOUT_LIMIT");
+            assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_FLITS) - flits0, stop, "start {start:#x}: flits taken");
+            for _ in 0..500 {
+                tb.step();
+            }
+        }
+        // One word more, then the rest.
+        for limit in [stop + 1, n] {
+            tb.write(Slot::Dma, mxdma::WOUT_LIMIT, at(limit));
+            let t0 = tb.dut.cycle();
+            while tb.read(Slot::Dma, mxdma::WOUT_FLITS) - flits0 != limit {
+                assert!(
+                    tb.dut.cycle() - t0 < 20_000,
+                    "start {start:#x}: the stream did not go on to {limit}"
+                );
+            }
+            for _ in 0..200 {
+                tb.step();
+            }
+            let head = mxdma::wout_head::BYTES.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD));
+            assert_eq!(head, at(limit), "start {start:#x}: WOUT_HEAD at the moved limit");
+            assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_FLITS) - flits0, limit);
+        }
+        assert_eq!(tb.read(Slot::Mx, reg::ERR) & 0xff, 0, "start {start:#x}: streamer error");
+
+        let mut want = before;
+        for (i, x) in w.iter().enumerate() {
+            want[1 + ((at(i as u32) & (len - 1)) / 4) as usize] = *x;
+        }
+        assert_eq!(tb.ram[span], want[..], "start {start:#x}: the ring, word by word");
+    }
+
+    // A start inside a word is refused; WOUT_START = 0 is the count from 0 of before.
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 0);
+    let refused = tb.read(Slot::Dma, mxdma::REFUSED);
+    tb.write(Slot::Dma, mxdma::WOUT_START, 3 * len - 6);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    tb.step();
+    assert_eq!(
+        mxdma::wout_head::ON.get(tb.read(Slot::Dma, mxdma::WOUT_HEAD)),
+        0,
+        "a start inside a word is refused"
+    );
+    assert_eq!(tb.read(Slot::Dma, mxdma::REFUSED), refused + 1);
+    tb.write(Slot::Dma, mxdma::WOUT_START, 0);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 1);
+    tb.step();
+    let head = tb.read(Slot::Dma, mxdma::WOUT_HEAD);
+    assert_eq!((mxdma::wout_head::ON.get(head), mxdma::wout_head::BYTES.get(head)), (1, 0));
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_START), 0);
+}
+
 #[test]
 fn a_dead_wafer_aborts_its_chunks_untouched_and_the_masked_node_goes_on() {
     let mut tb = Tb::new(0x3a61, Pattern::Mixed);
@@ -851,4 +959,82 @@ fn a_mesh_step_runs_from_rings_bit_exact() {
     for op in [OP_TO_MESH, OP_TO_SAMPLES] {
         assert_eq!(bare.op(op, (0, 0x100, 0), 0, 4, (0, 0, 4, 0)), 2, "op {op} without a mesh: BAD_OP");
     }
+}
+
+/// ROUTE and CFG_DATA writes that address nothing on the 2×2 mesh: a route for router 4 (past
+/// the array) sets FLAGS.bad_route, CFG_DATA to PE 4 or 0xfd (neither a PE nor 0xfe/0xff)
+/// sets FLAGS.bad_target, and neither changes anything: every readable register is as before
+/// (but CFG_NEXT, which moves on as for any CFG_DATA write), and a program start sent to the
+/// missing PEs starts none. Good writes (a real router, PE 3, 0xfe, 0xff) set neither flag;
+/// each flag clears by writing 1 to it, alone.
+#[test]
+fn mesh_writes_that_address_nothing_are_flagged_and_dropped() {
+    let mut tb = Tb::build(0x3e7, Pattern::Always, 2);
+    let bad = |tb: &mut Tb| {
+        let f = tb.read(Slot::Mesh, mesh::FLAGS);
+        (mesh::flags::BAD_ROUTE.get(f), mesh::flags::BAD_TARGET.get(f))
+    };
+    // Everything readable but CFG_NEXT, with FLAGS' two sticky bits masked off.
+    let regs = [
+        mesh::PARAMS,
+        mesh::MEMS,
+        mesh::SX_NEXT,
+        mesh::BUSY,
+        mesh::DONE,
+        mesh::ERR_CODES,
+        mesh::FLAGS,
+        mesh::METRICS,
+        mesh::METRICS_HDR,
+        mesh::RESULTS,
+        mesh::RESULTS_LAST,
+        mesh::CNT_VALUE,
+        mesh::FEED_WORDS,
+        mesh::SAMPLE_WORDS,
+        mesh::GRAD_WORDS,
+    ];
+    let sticky = mesh::flags::BAD_ROUTE.val(1) | mesh::flags::BAD_TARGET.val(1);
+    let snapshot = |tb: &mut Tb| -> Vec<u32> {
+        regs.iter().map(|&r| tb.read(Slot::Mesh, r) & if r == mesh::FLAGS { !sticky } else { !0 }).collect()
+    };
+    // A route entry: router, input port 4 (local), color 0, out to port 1 (E).
+    let route = |router: u32| 0b00010 | (4 << 18) | (router << 24);
+    let start = (1u32 << 16) | 1; // CTRL: start a one-instruction program
+
+    // Good writes flag nothing.
+    tb.write(Slot::Mesh, mesh::ROUTE, route(3));
+    mesh_cfg(&mut tb, 3, 0x8000, &[1, 2]);
+    mesh_cfg(&mut tb, 0xff, 0x8010, &[3]);
+    mesh_cfg(&mut tb, 0xfe, 0x0001, &[0]);
+    assert_eq!(bad(&mut tb), (0, 0), "good writes");
+    let was = snapshot(&mut tb);
+
+    tb.write(Slot::Mesh, mesh::ROUTE, route(4));
+    assert_eq!(bad(&mut tb), (1, 0), "ROUTE to router 4");
+    for pe in [4u32, 0xfd] {
+        mesh_cfg(&mut tb, pe, 0x0000, &[start]);
+        let next = tb.read(Slot::Mesh, mesh::CFG_NEXT);
+        assert_eq!(next, 1 | (pe << 16), "PE {pe:#x}: CFG_NEXT moves on");
+    }
+    assert_eq!(bad(&mut tb), (1, 1), "CFG_DATA to PEs 4 and 0xfd");
+    for _ in 0..100 {
+        tb.step();
+    }
+    assert_eq!(snapshot(&mut tb), was, "nothing changed, no PE started");
+
+    // Write 1 clears, each flag alone; 0 leaves them.
+    tb.write(Slot::Mesh, mesh::FLAGS, 0);
+    assert_eq!(bad(&mut tb), (1, 1));
+    tb.write(Slot::Mesh, mesh::FLAGS, mesh::flags::BAD_ROUTE.val(1));
+    assert_eq!(bad(&mut tb), (0, 1), "bad_route cleared");
+    tb.write(Slot::Mesh, mesh::FLAGS, mesh::flags::BAD_TARGET.val(1));
+    assert_eq!(bad(&mut tb), (0, 0), "bad_target cleared");
+
+    // The same start sent to a PE that exists does start it (it refuses the empty program).
+    mesh_cfg(&mut tb, 3, 0x0000, &[start]);
+    for _ in 0..100 {
+        tb.step();
+    }
+    let d = tb.read(Slot::Mesh, mesh::DONE);
+    assert_eq!(mesh::done::DONE.get(d) | mesh::done::ERR.get(d), 1 << 3, "PE 3 ran: DONE {d:#x}");
+    assert_eq!(bad(&mut tb), (0, 0));
 }

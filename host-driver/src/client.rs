@@ -115,6 +115,23 @@ request!(
     |d| <ws_common::ctrl::cmd::MxCounters as Command<'_>>::decode_response(d)
 );
 
+// The wafer mesh (link v2). A setup rewrites the route tables; a step moves words: both are
+// answered once per request id.
+request!(
+    ws_common::ctrl::cmd::MeshSetup,
+    "MeshSetup",
+    idempotent = false,
+    ws_common::ctrl::cmd::MeshPlan,
+    |d| <ws_common::ctrl::cmd::MeshSetup as Command<'_>>::decode_response(d)
+);
+request!(
+    ws_common::ctrl::cmd::MeshStep,
+    "MeshStep",
+    idempotent = false,
+    ws_common::ctrl::cmd::MeshStepDone,
+    |d| <ws_common::ctrl::cmd::MeshStep as Command<'_>>::decode_response(d)
+);
+
 // SwarmX (link v2). A configuration resets the firmware's masking policy, and reading the
 // events drains them: both are answered once per request id.
 request!(

@@ -40,6 +40,9 @@ pub enum Error {
     /// A `wsctl optim` file, tensor or layer was unusable.
     #[error(transparent)]
     Optim(#[from] OptimError),
+    /// A wafer-mesh shape or step was refused or went wrong.
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
 }
 
 impl Error {
@@ -765,6 +768,32 @@ pub enum LoaderError {
         what: &'static str,
         /// How long.
         waited: Duration,
+    },
+}
+
+/// Failures of the wafer mesh (`host_driver::mesh`).
+#[derive(Debug, thiserror::Error)]
+pub enum MeshError {
+    /// The shape cannot run on any mesh.
+    #[error("MLP {dims:?} with {b} samples per PE: {source}")]
+    Shape {
+        /// Layer widths.
+        dims: Vec<usize>,
+        /// Samples per PE.
+        b: usize,
+        /// Why.
+        source: ws_common::mesh::StepError,
+    },
+    /// A step was asked before a setup, or with data that does not match it.
+    #[error("{0}")]
+    Usage(String),
+    /// {board} {what}
+    #[error("{board} {what}")]
+    Board {
+        /// The board.
+        board: String,
+        /// What went wrong, and what to do.
+        what: String,
     },
 }
 

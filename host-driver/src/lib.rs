@@ -37,6 +37,7 @@ pub mod jtag;
 pub mod link;
 pub mod loader;
 pub mod logs;
+pub mod mesh;
 pub mod optim;
 pub mod parse;
 pub mod report;

@@ -8,6 +8,7 @@
 //!   decoder, go-back-N state machines, HELLO, control payloads and the replay cache.
 //! - [`crc32c`]: the CRC used by every frame.
 //! - [`flit`]: the flit format of the data-plane streams (payload, `last`, the `_user` header).
+//! - [`mesh`]: how the wafer mesh is configured: PE programs, SRAM map, egress table, routes.
 //! - [`golden`]: golden models of the data-plane maths (FPnew-exact fp32, SwarmX's reduction).
 //!
 //! The crate is `no_std` and allocation-free so the firmware can use it unchanged.
@@ -24,4 +25,5 @@ pub mod ctrl;
 pub mod flit;
 pub mod golden;
 pub mod link;
+pub mod mesh;
 pub mod regmap;

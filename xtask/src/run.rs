@@ -64,6 +64,8 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             ],
         )?;
         wsctl(ctx, &["swarm", "status"])?;
+        step("wafer mesh: whole MLP training steps (forward, loss, backward) on the SoC's 2x2 mesh");
+        wsctl(ctx, &["mesh", "step", "--dims", "16,24,12,5", "--batch-per-pe", "4", "--steps", "3"])?;
         step("firmware log (defmt, decoded against the ELF)");
         wsctl(ctx, &["logs", "--elf", elf])?;
         step("simulator");

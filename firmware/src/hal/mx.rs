@@ -18,6 +18,11 @@ pub enum Op {
     StoreToRing = 2,
     /// Ring words into the streamer as gradient flits.
     RingToGrad = 3,
+    /// Ring words into the wafer mesh's weight ingress as weight flits (layer, step and
+    /// chunk words from the `grad` argument of [`MemoryX::mover`]).
+    RingToMesh = 4,
+    /// Ring words into PE SRAMs from the mesh's SX_TARGET on.
+    RingToSamples = 5,
 }
 
 /// A ring in the DMA RAM and where an operation starts in it.
@@ -225,7 +230,8 @@ impl MemoryX {
     }
 
     /// Runs one data-mover operation of `words` words and waits for it. `store` is the store
-    /// byte address (ops 1, 2); `grad` the (layer, step, chunk params, first chunk) of op 3.
+    /// byte address (ops 1, 2); `grad` the (layer, step, chunk params, first chunk) of ops 3
+    /// and 4.
     pub fn mover(
         &mut self,
         op: Op,
@@ -235,6 +241,17 @@ impl MemoryX {
         grad: (u32, u32, u32, u32),
         budget: u32,
     ) -> Result<(), MxError> {
+        self.start_mover(op, ring, store, words, grad);
+        for _ in 0..budget.max(1) {
+            if let Some(r) = self.mover_done() {
+                return r;
+            }
+        }
+        Err(MxError::Timeout)
+    }
+
+    /// Starts one data-mover operation (see [`MemoryX::mover`]) without waiting for it.
+    pub fn start_mover(&mut self, op: Op, ring: Ring, store: u32, words: u32, grad: (u32, u32, u32, u32)) {
         let d = &self.dma;
         d.ring_base().write(ring.base);
         d.ring_len().write(ring.len);
@@ -244,15 +261,50 @@ impl MemoryX {
         d.grad_hdr().write(mxdma::grad_hdr::LAYER.val(grad.0) | mxdma::grad_hdr::STEP.val(grad.1 & 0xffff));
         d.grad_chunk().write(mxdma::grad_chunk::PARAMS.val(grad.2) | mxdma::grad_chunk::FIRST.val(grad.3));
         d.cmd().write(op as u32);
-        for _ in 0..budget.max(1) {
-            let st = d.status().read();
-            if mxdma::status::BUSY.get(st) == 0 {
-                return match mxdma::status::ERR.get(st) as u8 {
-                    0 => Ok(()),
-                    e => Err(MxError::Mover(e)),
-                };
+    }
+
+    /// How the operation last started ended, or `None` while it runs.
+    pub fn mover_done(&self) -> Option<Result<(), MxError>> {
+        let st = self.dma.status().read();
+        if mxdma::status::BUSY.get(st) != 0 {
+            return None;
+        }
+        Some(match mxdma::status::ERR.get(st) as u8 {
+            0 => Ok(()),
+            e => Err(MxError::Mover(e)),
+        })
+    }
+
+    /// Turns the capture sink on over `ring` (its `off` unused), its head starting at stream
+    /// position `start` (WOUT_START, 31 bits) and allowed up to `limit`; or off. The
+    /// weight-out's SwarmX setting is kept. Returns whether the sink took the ring.
+    pub fn set_capture(&mut self, ring: Option<(Ring, u32, u32)>) -> bool {
+        let d = &self.dma;
+        let c = d.wout_ctrl().read();
+        match ring {
+            None => {
+                d.wout_ctrl().write(mxdma::wout_ctrl::CAPTURE.set(c, 0));
+                true
+            }
+            Some((r, start, limit)) => {
+                d.wout_base().write(r.base);
+                d.wout_len().write(r.len);
+                d.wout_start().write(start & 0x7fff_ffff);
+                d.wout_limit().write(limit & 0x7fff_ffff);
+                d.wout_ctrl().write(mxdma::wout_ctrl::CAPTURE.set(c, 1));
+                // The sink checks the ring the cycle after the write.
+                (0..64).any(|_| mxdma::wout_head::ON.get(d.wout_head().read()) != 0)
             }
         }
-        Err(MxError::Timeout)
+    }
+
+    /// The capture sink's head (WOUT_HEAD.bytes, a 31-bit stream position).
+    pub fn capture_head(&self) -> u32 {
+        mxdma::wout_head::BYTES.get(self.dma.wout_head().read())
+    }
+
+    /// Lets the capture sink write up to stream position `limit` (31 bits).
+    pub fn set_capture_limit(&mut self, limit: u32) {
+        self.dma.wout_limit().write(limit & 0x7fff_ffff);
     }
 }

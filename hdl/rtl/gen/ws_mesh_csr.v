@@ -57,8 +57,13 @@ module ws_mesh_csr (
     input  wire [31:0] err_codes_codes_i,
     input  wire        flags_grad_overrun_i,
     input  wire        flags_overflow_i,
+    input  wire        flags_bad_route_set,
+    output wire        flags_bad_route,
+    input  wire        flags_bad_target_set,
+    output wire        flags_bad_target,
     input  wire [ 7:0] flags_metrics_count_i,
     input  wire [ 7:0] flags_results_count_i,
+    output wire        flags_we,
     input  wire [31:0] metrics_value_i,
     input  wire [ 7:0] metrics_hdr_index_i,
     input  wire        metrics_hdr_last_i,
@@ -160,7 +165,21 @@ module ws_mesh_csr (
 
     // ERR_CODES @ 0x034: Why PEs 0..7 refused their programs, 4 bits each (docs/mesh-pe.md "Refusal before a step": 1 RANGE, 2 LEN, 3 OP, 4 SHAPE, 5 BATCH, 6 SRC, 7 DST, 8 OVERLAP).
 
-    // FLAGS @ 0x038: Array health and the FIFOs.
+    // FLAGS @ 0x038: Array health and the FIFOs. bad_route and bad_target are sticky, write 1 to clear; the other bits read state.
+    wire sel_flags = reg_addr[11:2] == 10'd14;
+    assign flags_we = wr && sel_flags;
+    reg         flags_bad_route_reg;
+    always @(posedge clk) begin
+        if (rst) flags_bad_route_reg <= 1'h0;
+        else flags_bad_route_reg <= (flags_bad_route_reg & ~((wr && sel_flags) ? wbits[2] : 1'h0)) | flags_bad_route_set;
+    end
+    assign flags_bad_route = flags_bad_route_reg;
+    reg         flags_bad_target_reg;
+    always @(posedge clk) begin
+        if (rst) flags_bad_target_reg <= 1'h0;
+        else flags_bad_target_reg <= (flags_bad_target_reg & ~((wr && sel_flags) ? wbits[3] : 1'h0)) | flags_bad_target_set;
+    end
+    assign flags_bad_target = flags_bad_target_reg;
 
     // METRICS @ 0x03c: The word at the head of the metrics FIFO (METRICS_HDR says which; CMD.pop_metrics takes it).
 
@@ -243,6 +262,8 @@ module ws_mesh_csr (
             10'd14: begin
                 rdata_next[0] = flags_grad_overrun_i;
                 rdata_next[1] = flags_overflow_i;
+                rdata_next[2] = flags_bad_route;
+                rdata_next[3] = flags_bad_target;
                 rdata_next[15:8] = flags_metrics_count_i;
                 rdata_next[23:16] = flags_results_count_i;
             end

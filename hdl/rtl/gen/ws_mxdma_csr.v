@@ -64,7 +64,9 @@ module ws_mxdma_csr (
     input  wire [31:0] grad_flits_count_i,
     output wire [ 4:0] grad_route_ports,
     output wire [15:0] grad_route_skip,
-    output wire        grad_route_we
+    output wire        grad_route_we,
+    output wire [30:0] wout_start_bytes,
+    output wire        wout_start_we
 );
 
     localparam [31:0] ID_WORD = 32'h4d440100;
@@ -173,7 +175,7 @@ module ws_mxdma_csr (
 
     // REFUSED @ 0x034: Operations refused or failed since reset.
 
-    // WOUT_CTRL @ 0x040: Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Turning capture on restarts WOUT_HEAD at 0.
+    // WOUT_CTRL @ 0x040: Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring at ring offset WOUT_HEAD mod WOUT_LEN, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Writing 1 checks the ring and WOUT_START and restarts WOUT_HEAD at WOUT_START.
     wire sel_wout_ctrl = reg_addr[11:2] == 10'd16;
     assign wout_ctrl_we = wr && sel_wout_ctrl;
     reg         wout_ctrl_capture_reg;
@@ -189,7 +191,7 @@ module ws_mxdma_csr (
     end
     assign wout_ctrl_swarm = wout_ctrl_swarm_reg;
 
-    // WOUT_BASE @ 0x044: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
+    // WOUT_BASE @ 0x044: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on, with WOUT_LEN and WOUT_START (a bad ring leaves capture off and counts in REFUSED).
     wire sel_wout_base = reg_addr[11:2] == 10'd17;
     assign wout_base_we = wr && sel_wout_base;
     reg  [31:0] wout_base_addr_reg;
@@ -209,7 +211,7 @@ module ws_mxdma_csr (
     end
     assign wout_len_bytes = wout_len_bytes_reg;
 
-    // WOUT_LIMIT @ 0x04c: Capture may write until WOUT_HEAD equals this byte count (firmware moves it as the ring drains).
+    // WOUT_LIMIT @ 0x04c: Capture may write until WOUT_HEAD equals this stream position (bits 30:0; firmware moves it on as the ring drains: position consumed + WOUT_LEN, mod 2^31). Equality, so a value WOUT_HEAD never takes (not a multiple of 4, or bit 31 set) never stalls.
     wire sel_wout_limit = reg_addr[11:2] == 10'd19;
     assign wout_limit_we = wr && sel_wout_limit;
     reg  [31:0] wout_limit_bytes_reg;
@@ -219,7 +221,7 @@ module ws_mxdma_csr (
     end
     assign wout_limit_bytes = wout_limit_bytes_reg;
 
-    // WOUT_HEAD @ 0x050: Bytes captured since capture turned on.
+    // WOUT_HEAD @ 0x050: Stream position of the next captured byte: WOUT_START when capture turned on, plus the bytes captured since (mod 2^31). Its ring offset is WOUT_HEAD mod WOUT_LEN.
 
     // WOUT_FLITS @ 0x054: Weight flits taken from the streamer since reset.
 
@@ -242,6 +244,16 @@ module ws_mxdma_csr (
         else if (wr && sel_grad_route) grad_route_skip_reg <= (grad_route_skip_reg & ~wmask[31:16]) | wbits[31:16];
     end
     assign grad_route_skip = grad_route_skip_reg;
+
+    // WOUT_START @ 0x064: Where WOUT_HEAD starts when capture turns on: the stream position of the first captured byte, whose ring offset is WOUT_START mod WOUT_LEN. So the capture ring can be a ring already part way round, such as a link TX ring whose byte p sits at offset p mod its length. A multiple of 4, checked with the ring (any other start is refused like a bad ring). 0: WOUT_HEAD counts the bytes captured.
+    wire sel_wout_start = reg_addr[11:2] == 10'd25;
+    assign wout_start_we = wr && sel_wout_start;
+    reg  [30:0] wout_start_bytes_reg;
+    always @(posedge clk) begin
+        if (rst) wout_start_bytes_reg <= 31'h0;
+        else if (wr && sel_wout_start) wout_start_bytes_reg <= (wout_start_bytes_reg & ~wmask[30:0]) | wbits[30:0];
+    end
+    assign wout_start_bytes = wout_start_bytes_reg;
 
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;
@@ -321,6 +333,9 @@ module ws_mxdma_csr (
             10'd24: begin
                 rdata_next[4:0] = grad_route_ports;
                 rdata_next[31:16] = grad_route_skip;
+            end
+            10'd25: begin
+                rdata_next[30:0] = wout_start_bytes;
             end
             default: rdata_next = 32'h0;
         endcase

@@ -13,10 +13,9 @@ use ws_common::golden::mesh::{Config, Layer, Mesh, Model, Reduce, Sram, StreamLa
 use crate::dut::Dut;
 use crate::mesh_pe::Instr;
 use crate::mesh_top::scenario::{pe_counters, Pes, Values};
-use crate::mesh_top::{self as top, Patterns, RunOut, Segment};
+use crate::mesh_top::{self as top, Patterns, RunOut};
 
-/// The layer id of the metrics segment in its headers (the largest 12-bit id, never a layer).
-pub const METRICS_ID: usize = 0xfff;
+pub use ws_common::mesh::{StepMap, METRICS_ID};
 
 /// One whole-step case.
 #[derive(Debug, Clone)]
@@ -37,70 +36,9 @@ pub struct StepCase {
     pub pats: Patterns,
 }
 
-/// Word addresses of one PE's SRAM for B slots ([`StepCase::dims`] d_0 … d_L):
-/// x (B·d_0), the output of every layer (B·d_(l+1)), a dx scratch (B·max d_1 … d_(L−1)),
-/// the labels (B), the (loss, flag) pairs (2B).
-#[derive(Debug, Clone)]
-pub struct StepMap {
-    /// x.
-    pub x: u32,
-    /// The output of layer l (the logits for the last, then dz in place).
-    pub out: Vec<u32>,
-    /// dx of the layer being walked back.
-    pub scratch: u32,
-    /// The labels.
-    pub labels: u32,
-    /// The (loss, flag) pairs.
-    pub pairs: u32,
-    /// Words used.
-    pub words: u32,
-}
-
-impl StepMap {
-    /// The map of B slots of the MLP `dims`.
-    pub fn new(dims: &[usize], b: usize) -> Self {
-        let b = b as u32;
-        let mut at = b * dims[0] as u32;
-        let mut out = Vec::new();
-        for d in &dims[1..] {
-            out.push(at);
-            at += b * *d as u32;
-        }
-        let scratch = at;
-        at += b * dims[1..dims.len() - 1].iter().copied().max().unwrap_or(0) as u32;
-        let labels = at;
-        let pairs = labels + b;
-        StepMap { x: 0, out, scratch, labels, pairs, words: pairs + 2 * b }
-    }
-}
-
-/// One PE's program for a step: FWD every layer (ReLU but the last), LOSS, the metrics
-/// reduction (GRAD with K = 0, M = 2 over the pairs), then from the last layer down: GRAD
-/// (the layer's dW/db along the snake) and, above layer 0, DX and MASK (dz of the layer below
-/// in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
-/// junk slot, which must still take every weight word), `samples` is what the reductions add.
+/// One PE's program for a step (`ws_common::mesh::step_program`, what the firmware loads).
 pub fn program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Vec<Instr> {
-    let layers = dims.len() - 1;
-    let (b, n) = (slots as u32, samples as u32);
-    let mut prog = Vec::new();
-    for l in 0..layers {
-        let (k, m) = (dims[l] as u32, dims[l + 1] as u32);
-        let src = if l == 0 { map.x } else { map.out[l - 1] };
-        prog.push(Instr::Fwd { relu: l + 1 < layers, b, k, m, src, dst: map.out[l] });
-    }
-    let c = dims[layers] as u32;
-    prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs });
-    prog.push(Instr::Grad { head, b: n, k: 0, m: 2, x: 0, dz: map.pairs });
-    for l in (0..layers).rev() {
-        let (k, m) = (dims[l] as u32, dims[l + 1] as u32);
-        let x = if l == 0 { map.x } else { map.out[l - 1] };
-        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] });
-        if l > 0 {
-            prog.push(Instr::Dx { b, k, m, src: map.out[l], dst: map.scratch });
-            prog.push(Instr::Mask { src: map.scratch, dst: map.out[l - 1], count: b * k });
-        }
-    }
-    prog
+    ws_common::mesh::step_program(dims, map, slots, samples, head).as_slice().to_vec()
 }
 
 /// What a step measured.
@@ -196,9 +134,8 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         stream.extend(cfg.stream.flits(Kind::Weight, l, step, layer(l), w).expect("backward stream"));
     }
     // The egress table: the metrics, then every layer's gradient, last layer first.
-    let mut segs = vec![Segment::metrics(METRICS_ID, 2)];
-    segs.extend((0..layers).rev().map(|l| Segment::new(l, layer(l), cfg.stream)));
-    top::configure_step(dut, step, &segs);
+    let segs = ws_common::mesh::StepSegments::new(dims, cfg.stream);
+    top::configure_step(dut, step, segs.as_slice());
 
     let routers = g.routers();
     let before: Vec<u64> = (0..routers).map(|r| pe_counters(dut, r)[0]).collect();
@@ -220,7 +157,7 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         .iter()
         .enumerate()
         .map(|(i, v)| Flit {
-            header: Header::new(Kind::Gradient, METRICS_ID as u16, step, 0, i as u16),
+            header: Header::new(Kind::Gradient, METRICS_ID, step, 0, i as u16),
             payload: *v,
             last: i == 1,
         })

@@ -8,6 +8,7 @@ mod load_boot;
 mod load_data;
 mod loader_info;
 mod log_echo;
+mod mesh;
 mod mx_counters;
 mod mx_create;
 mod mx_info;
@@ -28,6 +29,7 @@ pub use load_boot::LoadBoot;
 pub use load_data::{LoadData, MAX_LOAD_CHUNK};
 pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
+pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MESH_MAX_DIMS};
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
@@ -83,6 +85,10 @@ pub mod opcode {
     pub const SWARM_CONFIG: u8 = 0x41;
     /// [`super::SwarmEvents`].
     pub const SWARM_EVENTS: u8 = 0x42;
+    /// [`super::MeshSetup`] (link v2; the wafer mesh).
+    pub const MESH_SETUP: u8 = 0x50;
+    /// [`super::MeshStep`] (link v2; the wafer mesh).
+    pub const MESH_STEP: u8 = 0x51;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).

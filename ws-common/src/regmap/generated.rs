@@ -3344,15 +3344,15 @@ pub mod mxdma {
     pub const OPS: u32 = 0x030;
     /// Offset of REFUSED: Operations refused or failed since reset.
     pub const REFUSED: u32 = 0x034;
-    /// Offset of WOUT_CTRL: Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Turning capture on restarts WOUT_HEAD at 0.
+    /// Offset of WOUT_CTRL: Weight-out sink. With `capture` off every weight flit is taken and counted in WOUT_DROPPED; with it on, flit payloads are written in order into the WOUT ring at ring offset WOUT_HEAD mod WOUT_LEN, and the stream stalls while WOUT_HEAD has reached WOUT_LIMIT. Writing 1 checks the ring and WOUT_START and restarts WOUT_HEAD at WOUT_START.
     pub const WOUT_CTRL: u32 = 0x040;
-    /// Offset of WOUT_BASE: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on (a bad ring leaves capture off and counts in REFUSED).
+    /// Offset of WOUT_BASE: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on, with WOUT_LEN and WOUT_START (a bad ring leaves capture off and counts in REFUSED).
     pub const WOUT_BASE: u32 = 0x044;
     /// Offset of WOUT_LEN: Bytes of the weight-out ring, a power of two of at least 4.
     pub const WOUT_LEN: u32 = 0x048;
-    /// Offset of WOUT_LIMIT: Capture may write until WOUT_HEAD equals this byte count (firmware moves it as the ring drains).
+    /// Offset of WOUT_LIMIT: Capture may write until WOUT_HEAD equals this stream position (bits 30:0; firmware moves it on as the ring drains: position consumed + WOUT_LEN, mod 2^31). Equality, so a value WOUT_HEAD never takes (not a multiple of 4, or bit 31 set) never stalls.
     pub const WOUT_LIMIT: u32 = 0x04c;
-    /// Offset of WOUT_HEAD: Bytes captured since capture turned on.
+    /// Offset of WOUT_HEAD: Stream position of the next captured byte: WOUT_START when capture turned on, plus the bytes captured since (mod 2^31). Its ring offset is WOUT_HEAD mod WOUT_LEN.
     pub const WOUT_HEAD: u32 = 0x050;
     /// Offset of WOUT_FLITS: Weight flits taken from the streamer since reset.
     pub const WOUT_FLITS: u32 = 0x054;
@@ -3362,6 +3362,8 @@ pub mod mxdma {
     pub const GRAD_FLITS: u32 = 0x05c;
     /// Offset of GRAD_ROUTE: Where a gradient feed (op 3) goes (docs/memoryx-soc.md "SwarmX in the block"). `ports` = 0: straight into the streamer. `ports` = K (1..PARAMS.swarm_ports): WORDS counts flits per port and the feed moves K·WORDS words: the ring holds K wafers' gradients interleaved word by word (word i is wafer i mod K's flit i div K), word i goes to SwarmX downstream port i mod K, and the node reduces the K streams into the streamer. `skip`: ports whose words are read and not sent, a wafer that has stopped answering (fault injection for the hardware-in-the-loop rig).
     pub const GRAD_ROUTE: u32 = 0x060;
+    /// Offset of WOUT_START: Where WOUT_HEAD starts when capture turns on: the stream position of the first captured byte, whose ring offset is WOUT_START mod WOUT_LEN. So the capture ring can be a ring already part way round, such as a link TX ring whose byte p sits at offset p mod its length. A multiple of 4, checked with the ring (any other start is refused like a bad ring). 0: WOUT_HEAD counts the bytes captured.
+    pub const WOUT_START: u32 = 0x064;
     /// Fields of PARAMS.
     pub mod params {
         use super::Field;
@@ -3513,6 +3515,12 @@ pub mod mxdma {
         pub const PORTS: Field = Field { shift: 0, width: 5 };
         /// `skip` field (rw, bits 31:16).
         pub const SKIP: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of WOUT_START.
+    pub mod wout_start {
+        use super::Field;
+        /// `bytes` field (rw, bits 30:0).
+        pub const BYTES: Field = Field { shift: 0, width: 31 };
     }
 }
 
@@ -4270,7 +4278,7 @@ pub mod mesh {
     pub const DONE: u32 = 0x030;
     /// Offset of ERR_CODES: Why PEs 0..7 refused their programs, 4 bits each (docs/mesh-pe.md "Refusal before a step": 1 RANGE, 2 LEN, 3 OP, 4 SHAPE, 5 BATCH, 6 SRC, 7 DST, 8 OVERLAP).
     pub const ERR_CODES: u32 = 0x034;
-    /// Offset of FLAGS: Array health and the FIFOs.
+    /// Offset of FLAGS: Array health and the FIFOs. bad_route and bad_target are sticky, write 1 to clear; the other bits read state.
     pub const FLAGS: u32 = 0x038;
     /// Offset of METRICS: The word at the head of the metrics FIFO (METRICS_HDR says which; CMD.pop_metrics takes it).
     pub const METRICS: u32 = 0x03c;
@@ -4407,6 +4415,10 @@ pub mod mesh {
         pub const GRAD_OVERRUN: Field = Field { shift: 0, width: 1 };
         /// A router buffer overflowed (a credit error: never in a working array). (ro, bits 1:1).
         pub const OVERFLOW: Field = Field { shift: 1, width: 1 };
+        /// A ROUTE write named a router past the array (router >= rows·cols); it changed nothing. Write 1 to clear. (w1c, bits 2:2).
+        pub const BAD_ROUTE: Field = Field { shift: 2, width: 1 };
+        /// A CFG_DATA write went to a PE that does not exist (CFG_NEXT.pe >= rows·cols and not 0xfe or 0xff); it wrote nothing (CFG_NEXT still moved on). Write 1 to clear. (w1c, bits 3:3).
+        pub const BAD_TARGET: Field = Field { shift: 3, width: 1 };
         /// Words in the metrics FIFO. (ro, bits 15:8).
         pub const METRICS_COUNT: Field = Field { shift: 8, width: 8 };
         /// Words in the results FIFO. (ro, bits 23:16).

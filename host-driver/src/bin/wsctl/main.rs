@@ -11,6 +11,7 @@ mod jtag_opts;
 mod link;
 mod log_echo;
 mod logs;
+mod mesh;
 mod optim;
 mod peek;
 mod ping;
@@ -77,6 +78,9 @@ enum Cmd {
     /// The board's SwarmX node: ports, their state and counters; configuration; events.
     #[command(subcommand)]
     Swarm(swarm::SwarmCmd),
+    /// The board's wafer mesh: whole MLP training steps, checked against the golden model.
+    #[command(subcommand)]
+    Mesh(mesh::MeshCmd),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -103,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Link(c) => link::run(&ctx, c),
         Cmd::Optim(a) => optim::run(&ctx, a),
         Cmd::Swarm(c) => swarm::run(&ctx, c),
+        Cmd::Mesh(c) => mesh::run(&ctx, c),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }

@@ -1,0 +1,107 @@
+//! Scenario: whole MLP training steps on the simulated board's wafer mesh (issue 7, system
+//! level), driven the way `wsctl mesh step` drives them.
+//!
+//! The host names an MLP (`MeshSetup`); the firmware checks it against the 2×2 array, writes
+//! the route tables and keeps the shape. Each step (`MeshStep`) streams the samples on
+//! channel 4, the weights on channel 2 (forward, then the backward pass), and reads the
+//! gradients back on channel 2; the firmware places the samples, loads the programs, starts
+//! the PEs and moves the rings. Every gradient word and both metrics words equal the golden
+//! model (`golden::mesh::step`), for a full batch and for a partial one (empty PEs), two
+//! steps in a row so the streams are seen to stay in step.
+//!
+//! Then bad input: a shape the PEs cannot hold, a batch larger than the mesh, a step before
+//! any setup; each is refused with a message that says what to change, and a good step
+//! still runs after them.
+
+use std::time::Duration;
+
+use hil_tests::{Needs, Rig};
+use host_driver::link::{Config, Link};
+use host_driver::mesh::{golden_step, open_board};
+use host_driver::transport::SimTransport;
+use ws_common::ctrl::cmd::MxCounters;
+
+/// A small deterministic generator (xorshift), so the scenario needs no extra crate.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A binary32 in [−scale, scale).
+    fn f32(&mut self, scale: f32) -> u32 {
+        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+        ((2.0 * u - 1.0) * scale).to_bits()
+    }
+}
+
+#[test]
+fn mlp_steps_on_the_board_mesh_are_bit_exact_and_bad_shapes_are_refused() {
+    let Some(rig) = Rig::open("mesh_step", Needs::default()) else {
+        return;
+    };
+    let sim = rig.sim().expect("a simulated board");
+    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+    let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
+    let mut dev = open_board(link, "sim").expect("the mesh");
+
+    // A step before any setup is refused by the host, and nothing is sent.
+    let e = dev.step(1, &[0; 16], &[0], &[]).expect_err("a step without setup");
+    assert!(e.to_string().contains("setup"), "{e}");
+
+    // More than the PEs hold: refused by the board, with what to change.
+    let e = dev.setup(&[16, 600, 5], 8, 2).expect_err("a shape past the SRAM");
+    let msg = e.to_string();
+    assert!(msg.contains("refused") && msg.contains("smaller batch"), "{msg}");
+    // Eight layers: refused on the host (the egress table holds seven).
+    let e = dev.setup(&[4; 9], 1, 1).expect_err("eight layers");
+    assert!(e.to_string().contains("1 to 7"), "{e}");
+
+    let (dims, b, rpc) = ([16usize, 24, 12, 5], 4usize, 3usize);
+    let plan = dev.setup(&dims, b, rpc).expect("MeshSetup");
+    assert_eq!((plan.rows, plan.cols, plan.b), (2, 2, 4), "{plan:?}");
+    let layer_words = [17 * 24, 25 * 12, 13 * 5];
+    assert_eq!(plan.grad_words, layer_words.iter().sum::<u32>(), "{plan:?}");
+    assert_eq!(plan.weight_words, plan.grad_words + layer_words[1] + layer_words[2], "{plan:?}");
+    assert_eq!(plan.capacity, 16);
+
+    let mut gen = Gen(0x6d65_7368);
+    let params: Vec<u32> = (0..plan.grad_words).map(|_| gen.f32(0.4)).collect();
+    // A full batch, then a partial one (the last PE empty, the third half full).
+    for (step, n) in [(11u16, 16usize), (12, 10)] {
+        let x: Vec<u32> = (0..n * dims[0]).map(|_| gen.f32(1.0)).collect();
+        let labels: Vec<u32> = (0..n).map(|_| (gen.next() % 5) as u32).collect();
+        let got = dev.step(step, &x, &labels, &params).unwrap_or_else(|e| panic!("step {step}: {e}"));
+        let (metrics, want) = golden_step(&plan, &dims, rpc, step, &params, &x, &labels).expect("golden");
+        assert_eq!(got.done.step, step);
+        assert_eq!(got.done.loss, metrics.loss, "step {step}: loss sum");
+        assert_eq!(got.done.correct, (metrics.correct as f32).to_bits(), "step {step}: correct count");
+        assert_eq!(got.gradients.len(), want.len(), "step {step}: gradient words");
+        let diff: Vec<usize> = (0..want.len()).filter(|&i| got.gradients[i] != want[i]).collect();
+        assert!(
+            diff.is_empty(),
+            "step {step}: {} gradient words differ, first at {:?}",
+            diff.len(),
+            diff.first()
+        );
+        assert_eq!(got.done.grad_words, plan.grad_words);
+        assert!(got.done.cycles > 0 && got.done.fmas > 0, "{:?}", got.done);
+    }
+
+    // A batch larger than the mesh: refused on the host, nothing sent, the next step runs.
+    let e = dev.step(13, &vec![0; 17 * 16], &[0; 17], &params).expect_err("17 samples");
+    assert!(e.to_string().contains("1 to 16"), "{e}");
+    let x: Vec<u32> = (0..3 * dims[0]).map(|_| gen.f32(1.0)).collect();
+    let labels = [4u32, 0, 2];
+    let got = dev.step(14, &x, &labels, &params).expect("a step after the refusals");
+    let (metrics, want) = golden_step(&plan, &dims, rpc, 14, &params, &x, &labels).expect("golden");
+    assert_eq!((got.done.loss, got.gradients), (metrics.loss, want), "step 14");
+
+    // The data mover counted no refusal of its own: every op the firmware issued was good.
+    let c = dev.link().request(&MxCounters, Duration::from_secs(30), 0).expect("MxCounters");
+    assert_eq!(c.0[15], 0, "data-mover refusals: {c:?}");
+}

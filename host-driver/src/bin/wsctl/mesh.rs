@@ -1,0 +1,140 @@
+//! `wsctl mesh`: whole MLP training steps on the board's wafer mesh (docs/mesh-array.md
+//! "Firmware driver").
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use host_driver::link::{Config, Link};
+use host_driver::mesh::{golden_step, open_board};
+use host_driver::report::Table;
+
+use crate::ctx::Ctx;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MeshCmd {
+    /// Run training steps of an MLP with random parameters and samples on the mesh, check
+    /// every gradient word and the metrics against the golden model, and print a table.
+    Step(StepArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StepArgs {
+    /// Layer widths, input first, classes last (1 to 7 layers).
+    #[arg(long, value_delimiter = ',', default_value = "16,24,12,5")]
+    dims: Vec<usize>,
+    /// Samples per PE (B).
+    #[arg(long, default_value_t = 4)]
+    batch_per_pe: usize,
+    /// Samples per step (default: every slot of the mesh).
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Weight rows per chunk of the streams.
+    #[arg(long, default_value_t = 3)]
+    rows_per_chunk: usize,
+    /// Steps to run.
+    #[arg(long, default_value_t = 2)]
+    steps: u16,
+    /// Seed of the random parameters and samples.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// xorshift64: the values need no crate and repeat with the seed.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn f32(&mut self, scale: f32) -> u32 {
+        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+        ((2.0 * u - 1.0) * scale).to_bits()
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: MeshCmd) -> Result<()> {
+    let MeshCmd::Step(a) = cmd;
+    let (board, e) = ctx.endpoints()?;
+    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+    let link = Link::connect(t, Config::default(), ctx.timeout())
+        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let mut dev = open_board(link, &board.name)?;
+    let plan = dev.setup(&a.dims, a.batch_per_pe, a.rows_per_chunk)?;
+    let pes = u32::from(plan.rows) * u32::from(plan.cols);
+    println!(
+        "mesh {}x{}: MLP {:?}, B = {}, {} of {} SRAM words and {} instructions per PE; \
+         {} weight words in and {} gradient words out per step",
+        plan.rows,
+        plan.cols,
+        a.dims,
+        plan.b,
+        plan.sram_used,
+        plan.sram_words,
+        plan.prog_len,
+        plan.weight_words,
+        plan.grad_words
+    );
+    let n = a.samples.unwrap_or(plan.capacity as usize);
+    let mut gen = Gen(a.seed.max(1));
+    let params: Vec<u32> = (0..plan.grad_words).map(|_| gen.f32(0.4)).collect();
+    let classes = *a.dims.last().context("--dims is empty")? as u64;
+    // Multiply-adds per sample: forward, dW/db, and dx above layer 0; the ideal step takes
+    // them at 1 FMA per PE per cycle.
+    let macs: u64 =
+        a.dims.windows(2).map(|w| (w[0] * w[1]) as u64).sum::<u64>() * 3 - (a.dims[0] * a.dims[1]) as u64;
+    let ideal = (macs * n as u64).div_ceil(u64::from(pes)).max(1);
+    let mut table = Table::new([
+        "step",
+        "samples",
+        "loss/sample",
+        "correct",
+        "cycles",
+        "vs ideal",
+        "FMAs",
+        "FMA util",
+        "wall",
+        "golden",
+    ]);
+    let mut bad = 0;
+    for k in 0..a.steps {
+        let step = k + 1;
+        let x: Vec<u32> = (0..n * a.dims[0]).map(|_| gen.f32(1.0)).collect();
+        let labels: Vec<u32> = (0..n).map(|_| (gen.next() % classes) as u32).collect();
+        eprintln!("step {step}/{}: {n} samples ...", a.steps);
+        let t0 = Instant::now();
+        let got = dev.step(step, &x, &labels, &params)?;
+        let wall = t0.elapsed();
+        let (metrics, want) = golden_step(&plan, &a.dims, a.rows_per_chunk, step, &params, &x, &labels)?;
+        let diff = got.gradients.iter().zip(&want).filter(|(g, w)| g != w).count()
+            + got.gradients.len().abs_diff(want.len());
+        let same = diff == 0
+            && got.done.loss == metrics.loss
+            && got.done.correct == (metrics.correct as f32).to_bits();
+        bad += usize::from(!same);
+        let d = got.done;
+        let util = f64::from(d.fmas) / (f64::from(d.cycles.max(1)) * f64::from(pes));
+        table.row([
+            step.to_string(),
+            n.to_string(),
+            format!("{:.4}", f32::from_bits(d.loss) / n as f32),
+            format!("{}/{n}", f32::from_bits(d.correct)),
+            d.cycles.to_string(),
+            format!("{:.2}", f64::from(d.cycles) / ideal as f64),
+            d.fmas.to_string(),
+            format!("{util:.3}"),
+            format!("{:.1} s", wall.as_secs_f64()),
+            if same { "bit-exact".into() } else { format!("{diff} words differ") },
+        ]);
+    }
+    print!("{}", table.render());
+    println!(
+        "ideal: {macs} MACs per sample x {n} samples / {pes} PEs = {ideal} cycles at 1 FMA per PE per cycle; \
+         FMA util = FMAs / (cycles x PEs), the loss stage's FMAs included"
+    );
+    anyhow::ensure!(bad == 0, "{bad} step(s) differ from the golden model: the mesh or its driver is wrong");
+    Ok(())
+}
