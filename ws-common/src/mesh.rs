@@ -445,8 +445,8 @@ pub struct Route {
 }
 
 impl Route {
-    /// The ROUTE register word: mask [7:0], quota [15:8], color [17:16], input port [20:18],
-    /// router [31:24].
+    /// The ROUTE register word: mask in bits 7..0, quota 15..8, color 17..16, input port
+    /// 20..18, router 31..24.
     pub const fn word(&self) -> u32 {
         self.mask as u32
             | (self.quota << 8)
