@@ -288,6 +288,27 @@ pub fn ctrl_request(data: &[u8]) {
         }
         assert_eq!(frames, 1);
     }
+    data_plane_requests(data);
+}
+
+/// The data plane's request decoders (MemoryX, SwarmX, the mesh), which the in-memory board
+/// above has no data plane to reach: each takes the raw bytes as a request body without
+/// panicking, and a body it accepts re-encodes to the same bytes (every layout is exact).
+fn data_plane_requests(data: &[u8]) {
+    use ws_common::ctrl::cmd::{MeshSetup, MeshStep, MxCreate, MxStep, SwarmConfig};
+    use ws_common::ctrl::Command;
+    fn roundtrip<'a, C: Command<'a> + core::fmt::Debug>(data: &'a [u8]) {
+        if let Ok(q) = C::decode(data) {
+            let mut out = [0u8; ctrl::MAX_PAYLOAD];
+            let n = q.encode(&mut out).expect("a decoded request encodes");
+            assert_eq!(&out[..n], data, "{q:?} does not re-encode to its body");
+        }
+    }
+    roundtrip::<MeshSetup>(data);
+    roundtrip::<MeshStep>(data);
+    roundtrip::<MxStep>(data);
+    let _ = MxCreate::decode(data);
+    let _ = SwarmConfig::decode(data);
 }
 
 /// The device side of the host client: answers every request with the fuzz bytes.
