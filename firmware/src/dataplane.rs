@@ -24,9 +24,9 @@
 mod mesh;
 
 use ws_common::ctrl::cmd::{
-    opcode, BulkMode, LinkMode, MeshSetup, MeshStep, MxCounterValues, MxCounters, MxCreate, MxInfo,
-    MxInfoData, MxRead, MxStep, MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents, SwarmStatus,
-    SwarmStatusData, MAX_REFEEDS, MX_COUNTERS, SWARM_MAX_EVENTS,
+    opcode, BulkMode, LinkMode, MeshSetup, MeshStep, MeshTrain, MxCounterValues, MxCounters, MxCreate,
+    MxInfo, MxInfoData, MxRead, MxStep, MxStepDone, MxWrite, SwarmConfig, SwarmEventList, SwarmEvents,
+    SwarmStatus, SwarmStatusData, MAX_REFEEDS, MX_COUNTERS, SWARM_MAX_EVENTS,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
@@ -653,6 +653,7 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::SWARM_EVENTS => self.answer::<SwarmEvents>(req_id, body, out, |s, _| s.swarm_events()),
             opcode::MESH_SETUP => self.answer::<MeshSetup>(req_id, body, out, |s, q| s.mesh_setup(&q, eng)),
             opcode::MESH_STEP => self.answer::<MeshStep>(req_id, body, out, |s, q| s.mesh_step(&q, eng)),
+            opcode::MESH_TRAIN => self.answer::<MeshTrain>(req_id, body, out, |s, q| s.mesh_train(&q, eng)),
             _ => return None,
         })
     }

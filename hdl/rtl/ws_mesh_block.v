@@ -15,7 +15,8 @@
 //     SRAM word SX_NEXT.addr of PE SX_NEXT.pe, and SX_NEXT moves one word on;
 //   - weights come in on s_w_* (the data mover's op 4, flits with the house header);
 //   - the gradient egress leaves on m_g_*, which the owner sends to the data mover's capture
-//     sink while CTRL.grad_capture (`grad_capture`) is set;
+//     sink while CTRL.grad_capture (`grad_capture`) is set; CTRL.swarm (`grad_swarm`) tells
+//     ws_mx_block to put the mesh on SwarmX's last port instead of the data mover;
 //   - the metrics egress (the loss sum and correct count of a step) and the results egress
 //     (the PEs' DUMP packets) fill two FIFOs read through METRICS* and RESULTS*, popped by CMD;
 //     a full FIFO holds its egress back (nothing is dropped);
@@ -73,7 +74,8 @@ module ws_mesh_block #(
     output wire        m_g_last,
     output wire [63:0] m_g_user,
 
-    output wire        grad_capture
+    output wire        grad_capture,
+    output wire        grad_swarm
 );
 
     `include "ws_flit.vh"
@@ -167,6 +169,7 @@ module ws_mesh_block #(
         .route_router(route_router),
         .route_we(route_we),
         .ctrl_grad_capture(grad_capture),
+        .ctrl_swarm(grad_swarm),
         .ctrl_we(ctrl_we),
         .cmd_cnt_clear(cmd_cnt_clear),
         .cmd_pop_metrics(cmd_pop_metrics),

@@ -20,7 +20,10 @@
 // MESH_P > 0 adds the wafer mesh (ws_mesh_block, register slot 25, a MESH_P x MESH_P array;
 // docs/mesh-array.md "In the SoC"): the data mover's ops 4 and 5 feed its weight and sample
 // ingress from DMA rings, and with the mesh's CTRL.grad_capture its gradient egress takes the
-// place of the streamer's weight-out at the mover's capture sink.
+// place of the streamer's weight-out at the mover's capture sink. With the mesh's CTRL.swarm
+// (and SWARM_PORTS > 0) the mesh is the wafer on SwarmX's last port: op 4's weight flits go
+// down the node's broadcast and reach the mesh through that port, and its gradients go up the
+// port, through the node's reduction, into the streamer (docs/mesh-array.md "On SwarmX").
 //
 // The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
 // link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
@@ -152,6 +155,18 @@ module ws_mx_block #(
     wire        mxs_valid, mxs_ready, mxs_last;
     wire [31:0] mxs_data;
     wire [63:0] mxs_user;
+    // The mesh as SwarmX's last wafer (the mesh's CTRL.swarm, on a block with both): the data
+    // mover's op 4 flits go into the node's broadcast, the last port's copies into the mesh's
+    // weight ingress, and the mesh's gradient egress up the last port.
+    wire        mesh_swarm;
+    wire        op4_valid = dma_feed_valid && dma_feed_mesh == 2'd1;
+    wire        op4_bcast_ready;
+    wire        sw_w_valid, sw_w_ready, sw_w_last;
+    wire [31:0] sw_w_data;
+    wire [63:0] sw_w_user;
+    wire        sw_g_valid, sw_g_ready, sw_g_last;
+    wire [31:0] sw_g_data;
+    wire [63:0] sw_g_user;
     wire         trace_valid;
     wire [159:0] trace_data;
     wire [63:0]  trace_user;
@@ -298,15 +313,30 @@ module ws_mx_block #(
             assign sink_last = mxs_last;
             assign sink_user = mxs_user;
             assign mesh_reg_rdata = 32'd0;
-            wire _unused_mesh = &{1'b0, mesh_reg_req, dma_feed_mesh};
+            assign mesh_swarm = 1'b0;
+            assign sw_w_ready = 1'b0;
+            assign sw_g_valid = 1'b0;
+            assign sw_g_data = 32'd0;
+            assign sw_g_last = 1'b0;
+            assign sw_g_user = 64'd0;
+            wire _unused_mesh = &{1'b0, mesh_reg_req, dma_feed_mesh, op4_valid, op4_bcast_ready,
+                                  sw_w_valid, sw_w_data, sw_w_last, sw_w_user, sw_g_ready};
         end else begin : g_mesh
             // Ops 4 and 5 go to the mesh, everything else to MemoryX / SwarmX.
-            wire mesh_w_ready, mesh_x_ready, g_valid, g_last, capture;
+            wire mesh_w_ready, mesh_x_ready, g_valid, g_last, capture, ctrl_swarm;
             wire [31:0] g_data;
             wire [63:0] g_user;
+            assign mesh_swarm = ctrl_swarm && SWARM_PORTS > 0;
             assign feed_valid = dma_feed_valid && dma_feed_mesh == 2'd0;
-            assign dma_feed_ready = (dma_feed_mesh == 2'd1) ? mesh_w_ready
+            assign dma_feed_ready = (dma_feed_mesh == 2'd1) ? (mesh_swarm ? op4_bcast_ready : mesh_w_ready)
                                   : (dma_feed_mesh == 2'd2) ? mesh_x_ready : feed_ready;
+            // Weights from the mover, or from SwarmX's last port; gradients to the capture
+            // sink, or up SwarmX's last port.
+            assign sw_w_ready = mesh_swarm && mesh_w_ready;
+            assign sw_g_valid = mesh_swarm && !capture && g_valid;
+            assign sw_g_data = g_data;
+            assign sw_g_last = g_last;
+            assign sw_g_user = g_user;
             // The capture sink: the mesh's gradients while CTRL.grad_capture, else MemoryX's.
             assign sink_valid = capture ? g_valid : mxs_valid;
             assign sink_data = capture ? g_data : mxs_data;
@@ -329,20 +359,21 @@ module ws_mx_block #(
                 .reg_wdata(reg_wdata),
                 .reg_be(reg_be),
                 .reg_rdata(mesh_reg_rdata),
-                .s_w_valid(dma_feed_valid && dma_feed_mesh == 2'd1),
+                .s_w_valid(mesh_swarm ? sw_w_valid : op4_valid),
                 .s_w_ready(mesh_w_ready),
-                .s_w_data(dma_feed_data),
-                .s_w_last(dma_feed_last),
-                .s_w_user(dma_feed_user),
+                .s_w_data(mesh_swarm ? sw_w_data : dma_feed_data),
+                .s_w_last(mesh_swarm ? sw_w_last : dma_feed_last),
+                .s_w_user(mesh_swarm ? sw_w_user : dma_feed_user),
                 .s_x_valid(dma_feed_valid && dma_feed_mesh == 2'd2),
                 .s_x_ready(mesh_x_ready),
                 .s_x_data(dma_feed_data),
                 .m_g_valid(g_valid),
-                .m_g_ready(capture && sink_ready),
+                .m_g_ready(capture ? sink_ready : mesh_swarm && sw_g_ready),
                 .m_g_data(g_data),
                 .m_g_last(g_last),
                 .m_g_user(g_user),
-                .grad_capture(capture)
+                .grad_capture(capture),
+                .grad_swarm(ctrl_swarm)
             );
         end
     endgenerate
@@ -368,7 +399,14 @@ module ws_mx_block #(
             assign mxs_user = wout_user;
             assign swarm_reg_rdata = 32'd0;
             assign swarm_irq = 1'b0;
-            wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm};
+            assign op4_bcast_ready = 1'b0;
+            assign sw_w_valid = 1'b0;
+            assign sw_w_data = 32'd0;
+            assign sw_w_last = 1'b0;
+            assign sw_w_user = 64'd0;
+            assign sw_g_ready = 1'b0;
+            wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, mesh_swarm,
+                                   op4_valid, sw_w_ready, sw_g_valid, sw_g_data, sw_g_last, sw_g_user};
         end else begin : g_swarm
             localparam N = SWARM_PORTS;
             wire         up_valid, up_ready, up_last;
@@ -378,23 +416,50 @@ module ws_mx_block #(
             wire [N*32-1:0] dn_out_data;
             wire [N*64-1:0] dn_out_user;
             wire [N-1:0] dn_in_valid, dn_in_ready;
+            wire [N*32-1:0] dn_in_data;
+            wire [N-1:0] dn_in_last;
+            wire [N*64-1:0] dn_in_user;
+            // The streamer's weight-out goes down the broadcast (WOUT_CTRL.swarm) unless the
+            // mesh is on the last port: then the broadcast carries the mover's op 4 flits.
+            wire wout_bcast = wout_swarm && !mesh_swarm;
 
-            // The feed: straight to the streamer's arbiter, or to one downstream port.
+            // The feed: straight to the streamer's arbiter, or to one downstream port; the
+            // last port is the mesh's while it is on SwarmX.
             wire direct_valid = feed_valid && !feed_swarm;
             wire direct_ready;
             genvar p;
             for (p = 0; p < N; p = p + 1) begin : g_port
-                assign dn_in_valid[p] = feed_valid && feed_swarm && feed_port == p;
-                // The wafers are not in the SoC: broadcast copies other than the sink's
-                // (port 0, with WOUT_CTRL.swarm) are taken at once.
-                if (p == 0) begin : g_sink
-                    assign dn_out_ready[p] = wout_swarm ? mxs_ready : 1'b1;
+                if (p == N - 1 && MESH_P > 0) begin : g_mesh_port
+                    assign dn_in_valid[p] = mesh_swarm ? sw_g_valid : feed_valid && feed_swarm && feed_port == p;
+                    assign dn_in_data[p*32 +: 32] = mesh_swarm ? sw_g_data : feed_data;
+                    assign dn_in_last[p] = mesh_swarm ? sw_g_last : feed_last;
+                    assign dn_in_user[p*64 +: 64] = mesh_swarm ? sw_g_user : feed_user;
+                end else begin : g_feed_port
+                    assign dn_in_valid[p] = feed_valid && feed_swarm && feed_port == p;
+                    assign dn_in_data[p*32 +: 32] = feed_data;
+                    assign dn_in_last[p] = feed_last;
+                    assign dn_in_user[p*64 +: 64] = feed_user;
+                end
+                // Broadcast copies: port 0's to the sink (WOUT_CTRL.swarm), the last port's to
+                // the mesh while it is on SwarmX; the other ports have no wafer behind them
+                // and take their copies at once.
+                if (p == N - 1 && MESH_P > 0) begin : g_mesh_copy
+                    assign dn_out_ready[p] = mesh_swarm ? sw_w_ready : (p == 0 && wout_bcast) ? mxs_ready : 1'b1;
+                end else if (p == 0) begin : g_sink
+                    assign dn_out_ready[p] = wout_bcast ? mxs_ready : 1'b1;
                 end else begin : g_empty
                     assign dn_out_ready[p] = 1'b1;
                 end
             end
-            wire [15:0] dn_in_ready16 = {{(16 - N){1'b0}}, dn_in_ready};
+            // A mover feed for the mesh's port waits while the mesh holds it.
+            wire [15:0] mesh_port16 = (MESH_P > 0 && mesh_swarm) ? (16'd1 << (N - 1)) : 16'd0;
+            wire [15:0] dn_in_ready16 = {{(16 - N){1'b0}}, dn_in_ready} & ~mesh_port16;
             assign feed_ready = feed_swarm ? dn_in_ready16[feed_port] : direct_ready;
+            assign sw_g_ready = dn_in_ready[N-1];
+            assign sw_w_valid = dn_out_valid[N-1];
+            assign sw_w_data = dn_out_data[(N-1)*32 +: 32];
+            assign sw_w_last = dn_out_last[N-1];
+            assign sw_w_user = dn_out_user[(N-1)*64 +: 64];
 
             // The streamer's input: the direct feed or the node's reduced uplink, a whole
             // chunk (through `last`) at a time, round robin when both wait.
@@ -421,12 +486,13 @@ module ws_mx_block #(
             end
 
             // Weight-out: to the sink, or down the broadcast with port 0 to the sink.
-            assign mxs_valid = wout_swarm ? dn_out_valid[0] : wout_valid;
-            assign mxs_data = wout_swarm ? dn_out_data[0 +: 32] : wout_data;
-            assign mxs_last = wout_swarm ? dn_out_last[0] : wout_last;
-            assign mxs_user = wout_swarm ? dn_out_user[0 +: 64] : wout_user;
+            assign mxs_valid = wout_bcast ? dn_out_valid[0] : wout_valid;
+            assign mxs_data = wout_bcast ? dn_out_data[0 +: 32] : wout_data;
+            assign mxs_last = wout_bcast ? dn_out_last[0] : wout_last;
+            assign mxs_user = wout_bcast ? dn_out_user[0 +: 64] : wout_user;
             wire bcast_ready;
-            assign wout_ready = wout_swarm ? bcast_ready : mxs_ready;
+            assign wout_ready = wout_bcast ? bcast_ready : mxs_ready;
+            assign op4_bcast_ready = mesh_swarm && bcast_ready;
 
             ws_swarm_block #(
                 .N_PORTS(N)
@@ -439,11 +505,11 @@ module ws_mx_block #(
                 .reg_wdata(reg_wdata),
                 .reg_be(reg_be),
                 .reg_rdata(swarm_reg_rdata),
-                .s_up_valid(wout_swarm && wout_valid),
+                .s_up_valid(mesh_swarm ? op4_valid : wout_bcast && wout_valid),
                 .s_up_ready(bcast_ready),
-                .s_up_data(wout_data),
-                .s_up_last(wout_last),
-                .s_up_user(wout_user),
+                .s_up_data(mesh_swarm ? dma_feed_data : wout_data),
+                .s_up_last(mesh_swarm ? dma_feed_last : wout_last),
+                .s_up_user(mesh_swarm ? dma_feed_user : wout_user),
                 .m_up_valid(up_valid),
                 .m_up_ready(up_ready),
                 .m_up_data(up_data),
@@ -456,13 +522,15 @@ module ws_mx_block #(
                 .m_dn_user(dn_out_user),
                 .s_dn_valid(dn_in_valid),
                 .s_dn_ready(dn_in_ready),
-                .s_dn_data({N{feed_data}}),
-                .s_dn_last({N{feed_last}}),
-                .s_dn_user({N{feed_user}}),
+                .s_dn_data(dn_in_data),
+                .s_dn_last(dn_in_last),
+                .s_dn_user(dn_in_user),
                 .irq(swarm_irq)
             );
+            // (The mesh's port signals are unused on a block without a mesh.)
             wire _unused_swarm = &{1'b0, feed_keep, dn_out_valid[N-1:1], dn_out_data[N*32-1:32],
-                                   dn_out_last[N-1:1], dn_out_user[N*64-1:64]};
+                                   dn_out_last[N-1:1], dn_out_user[N*64-1:64], sw_w_ready,
+                                   sw_g_valid, sw_g_data, sw_g_last, sw_g_user};
         end
     endgenerate
 

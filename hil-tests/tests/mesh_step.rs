@@ -105,3 +105,47 @@ fn mlp_steps_on_the_board_mesh_are_bit_exact_and_bad_shapes_are_refused() {
     let c = dev.link().request(&MxCounters, Duration::from_secs(30), 0).expect("MxCounters");
     assert_eq!(c.0[15], 0, "data-mover refusals: {c:?}");
 }
+
+/// A training run with MemoryX in the loop (`MeshTrain`, as `wsctl mesh train` runs it): the
+/// weights stream from MemoryX's store down SwarmX's broadcast to the mesh on its last port,
+/// the gradients go back up through SwarmX into MemoryX's Adam; eight steps on one batch of a
+/// synthetic task. After every step the loss equals the golden mesh step's, and every weight
+/// and Adam state word of every layer equals the golden optimizer fed the golden gradients
+/// through the golden node; the loss falls. Before the layers exist, and out of order, a
+/// step is refused, nothing moves, and the run goes on.
+#[test]
+fn a_training_run_with_memoryx_and_swarmx_in_the_loop_is_bit_exact() {
+    use host_driver::mesh::TrainRun;
+    use ws_common::golden::optim::Hyper;
+
+    let Some(rig) = Rig::open("mesh_train", Needs::default()) else {
+        return;
+    };
+    let sim = rig.sim().expect("a simulated board");
+    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+    let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
+    let mut dev = open_board(link, "sim").expect("the mesh");
+
+    // Training before the layers exist: refused, the samples consumed.
+    let dims = vec![16usize, 24, 12, 5];
+    dev.setup(&dims, 4, 1).expect("MeshSetup");
+    let (x, labels) = (vec![0u32; 16 * 16], vec![0u32; 16]);
+    let e = dev.train(1, &x, &labels).expect_err("no MemoryX layers yet");
+    assert!(e.to_string().contains("create MemoryX layers"), "{e}");
+
+    let run =
+        TrainRun { dims, batch_per_pe: 4, steps: 8, hyper: Hyper::ADAM, lr: 0.02, seed: 7, verify: true };
+    let rows = run.run(&mut dev, &mut |_| {}).expect("the training run");
+    for (t, r) in rows.iter().enumerate() {
+        assert!(r.loss_exact, "step {}: loss or correct count differs from the golden model: {r:?}", t + 1);
+        assert_eq!(r.diff, Some(0), "step {}: layer words differ from the golden model", t + 1);
+        assert_eq!(r.done.grad_words, (17 * 24 + 25 * 12 + 13 * 5) as u32);
+    }
+    let loss = |r: &host_driver::mesh::TrainRow| f32::from_bits(r.done.loss) / r.samples as f32;
+    assert!(loss(&rows[7]) < 0.8 * loss(&rows[0]), "the loss did not fall: {rows:#?}");
+
+    // Out of order: refused, nothing applied; the next step in order runs.
+    let e = dev.train(10, &x, &labels).expect_err("step 10 after step 8");
+    assert!(e.to_string().contains("in order"), "{e}");
+    dev.train(9, &x, &labels).expect("step 9 after the refusal");
+}

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ws_common::ctrl::cmd::{BulkMode, LinkMode, MeshPlan, MeshSetup, MeshStep, MeshStepDone, MESH_MAX_DIMS};
+use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
 use ws_common::ctrl::Status;
 use ws_common::golden::mesh::step::{run, Metrics};
 use ws_common::golden::mesh::{Config, Layer, Mesh, Model, Reduce, Sram, StreamLayout};
@@ -18,6 +18,7 @@ use ws_common::mesh::{check_step, StepMap};
 
 use crate::error::{Error, MeshError, ProtocolError};
 use crate::link::{Endpoint, Link};
+use crate::optim::BoardMx;
 use crate::Result;
 
 /// How long a mesh request may wait without a word moving (a simulated board is slow).
@@ -40,9 +41,9 @@ pub struct StepResult {
     pub gradients: Vec<u32>,
 }
 
-/// The board's mesh.
+/// The board's mesh, and its MemoryX (whose layers a train step updates).
 pub struct BoardMesh {
-    link: Link,
+    mx: BoardMx,
     name: String,
     shape: Option<Shape>,
 }
@@ -54,15 +55,10 @@ impl std::fmt::Debug for BoardMesh {
 }
 
 /// Opens the mesh on a connected link: switches the bulk channels to MemoryX's rings (the
-/// mesh shares them). `name` names the board in messages.
-pub fn open_board(mut link: Link, name: &str) -> Result<BoardMesh> {
-    let mode = link.request(&LinkMode { mode: BulkMode::MemoryX }, STALL, 1)?;
-    if mode != BulkMode::MemoryX {
-        return Err(
-            MeshError::Board { board: name.into(), what: format!("stayed in bulk mode {mode:?}") }.into()
-        );
-    }
-    Ok(BoardMesh { link, name: format!("board `{name}`"), shape: None })
+/// mesh shares them) through [`crate::optim::open_board`]. `name` names the board in messages.
+pub fn open_board(link: Link, name: &str) -> Result<BoardMesh> {
+    let mx = crate::optim::open_board(link, name)?;
+    Ok(BoardMesh { mx, name: format!("board `{name}`"), shape: None })
 }
 
 fn bytes(w: &[u32]) -> Vec<u8> {
@@ -72,7 +68,13 @@ fn bytes(w: &[u32]) -> Vec<u8> {
 impl BoardMesh {
     /// The link, for other requests between steps.
     pub fn link(&mut self) -> &mut Link {
-        &mut self.link
+        self.mx.link()
+    }
+
+    /// The board's MemoryX: the layers a train step updates are created and read through it
+    /// (`MxDevice`).
+    pub fn mx(&mut self) -> &mut BoardMx {
+        &mut self.mx
     }
 
     /// Sets the mesh up for the MLP `dims` (input width first, classes last) with `b` samples
@@ -90,7 +92,7 @@ impl BoardMesh {
         for (d, &w) in q.dims.iter_mut().zip(dims) {
             *d = w as u16;
         }
-        let plan = self.link.request(&q, STALL, 0).map_err(|e| match e.refusal() {
+        let plan = self.mx.link().request(&q, STALL, 0).map_err(|e| match e.refusal() {
             Some(Status::BadArgument) => MeshError::Board {
                 board: self.name.clone(),
                 what: format!(
@@ -168,7 +170,7 @@ impl BoardMesh {
             Ok(moved)
         };
         let q = MeshStep { step, samples: n as u16 };
-        let done = self.link.request_with(&q, STALL, 0, &mut |ep| {
+        let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
             let mut moved = take(ep, &mut got)?;
             if sent_s < samples.len() {
                 let k = ep.write(Channel::Data, &samples[sent_s..]).map_err(ProtocolError::Stream)?;
@@ -197,9 +199,9 @@ impl BoardMesh {
         // the wire.
         let deadline = std::time::Instant::now() + STALL;
         while got.len() < want {
-            self.link.pump(Duration::from_millis(2))?;
+            self.mx.link().pump(Duration::from_millis(2))?;
             let before = got.len();
-            take(self.link.endpoint(), &mut got)?;
+            take(self.mx.link().endpoint(), &mut got)?;
             if got.len() == before && std::time::Instant::now() > deadline {
                 return Err(MeshError::Board {
                     board: self.name.clone(),
@@ -210,6 +212,65 @@ impl BoardMesh {
         }
         let gradients = got.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         Ok(StepResult { done, gradients })
+    }
+}
+
+impl BoardMesh {
+    /// Runs training step `t` with MemoryX in the loop (`MeshTrain`): the board takes the
+    /// weights of MemoryX layers 0 … L−1 (created with the setup's layer shapes, at step
+    /// t − 1), runs the step on `x` and `labels`, and MemoryX applies its optimizer step `t`
+    /// to every layer with the mesh's gradients. Only the samples cross the link.
+    pub fn train(&mut self, t: u32, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
+        let s =
+            self.shape.clone().ok_or_else(|| MeshError::Usage("run `setup` before the first step".into()))?;
+        let n = labels.len();
+        if n == 0 || n as u32 > s.plan.capacity || x.len() != n * s.dims[0] {
+            return Err(MeshError::Usage(format!(
+                "{n} samples of {} input words: the mesh takes 1 to {} samples of {} words",
+                x.len(),
+                s.plan.capacity,
+                s.dims[0]
+            ))
+            .into());
+        }
+        let mut samples = bytes(x);
+        samples.extend(bytes(labels));
+        let mut sent = 0usize;
+        let q = MeshTrain { t, samples: n as u16 };
+        let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
+            if sent == samples.len() {
+                return Ok(false);
+            }
+            let k = ep.write(Channel::Data, &samples[sent..]).map_err(ProtocolError::Stream)?;
+            sent += k;
+            Ok(k > 0)
+        });
+        let layers = s.dims.len() - 1;
+        done.map_err(|e| match e.refusal() {
+            Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
+                "the board refused train step {t}: run `setup` first, create MemoryX layers 0..{layers} \
+                 (one per mesh layer) and train them in order from step 1"
+            ))
+            .into(),
+            Some(Status::BadArgument) => MeshError::Board {
+                board: self.name.clone(),
+                what: format!(
+                    "refused train step {t}: each MemoryX layer l must hold exactly the mesh layer's \
+                     (d_l + 1)·d_(l+1) parameters, SwarmX's last port (the mesh's) must be in its mask, \
+                     and the backward weights must fit the staging ring"
+                ),
+            }
+            .into(),
+            Some(st) => MeshError::Board {
+                board: self.name.clone(),
+                what: format!(
+                    "failed train step {t} ({st:?}); its PEs may hold a half-run program and its layers a \
+                     half-applied update: reset the board and reload the layers from a checkpoint"
+                ),
+            }
+            .into(),
+            None => e,
+        })
     }
 }
 
@@ -238,4 +299,181 @@ pub fn golden_step(
     let out = run(&cfg, params, x, labels).map_err(bad)?;
     let flits = out.gradient_flits(&cfg, step).map_err(bad)?;
     Ok((out.metrics, flits.iter().map(|f| f.payload).collect()))
+}
+
+/// The golden model of one step's gradients, flat like the parameters (layer 0 first), and
+/// its metrics: what a train step feeds MemoryX, before SwarmX.
+pub fn golden_grads(
+    plan: &MeshPlan,
+    dims: &[usize],
+    params: &[u32],
+    x: &[u32],
+    labels: &[u32],
+) -> Result<(Metrics, Vec<u32>)> {
+    let cfg = Config {
+        mesh: Mesh::new(usize::from(plan.rows), usize::from(plan.cols), usize::from(plan.b)),
+        model: Model::new(dims),
+        sram: Sram { words: 1 << 24, program_words: 0 },
+        stream: StreamLayout::new(1),
+        order: Reduce::Snake,
+    };
+    let out = run(&cfg, params, x, labels)
+        .map_err(|e| -> Error { MeshError::Usage(format!("golden model: {e}")).into() })?;
+    Ok((out.metrics, out.grads))
+}
+
+/// One row of a training run's table.
+#[derive(Debug, Clone)]
+pub struct TrainRow {
+    /// The board's answer.
+    pub done: MeshStepDone,
+    /// Samples.
+    pub samples: usize,
+    /// Wall time of the step.
+    pub wall: Duration,
+    /// Words of the layers (weights and optimizer state) that differ from the golden model
+    /// after the step (`None`: not checked).
+    pub diff: Option<usize>,
+    /// The board's loss equals the golden model's.
+    pub loss_exact: bool,
+}
+
+/// A training run with MemoryX in the loop, as `wsctl mesh train` and `cargo xtask run`
+/// drive it.
+#[derive(Debug, Clone)]
+pub struct TrainRun {
+    /// Layer widths, input first, classes last.
+    pub dims: Vec<usize>,
+    /// Samples per PE.
+    pub batch_per_pe: usize,
+    /// Steps.
+    pub steps: u32,
+    /// The optimizer.
+    pub hyper: ws_common::golden::optim::Hyper,
+    /// Its learning rate.
+    pub lr: f64,
+    /// Seed of the parameters and the data.
+    pub seed: u64,
+    /// Check every step against the golden mesh, SwarmX node and optimizer.
+    pub verify: bool,
+}
+
+/// xorshift64: the values need no crate and repeat with the seed.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn f32(&mut self, scale: f32) -> u32 {
+        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+        ((2.0 * u - 1.0) * scale).to_bits()
+    }
+}
+
+impl TrainRun {
+    /// Runs it on `dev`: sets the mesh up, creates MemoryX layers 0 … L−1 with random
+    /// weights (and zero optimizer state), and trains on one batch of a synthetic task (the
+    /// label is the argmax of a fixed random linear map of the input) for `steps` steps,
+    /// calling `row` after each.
+    pub fn run(&self, dev: &mut BoardMesh, row: &mut dyn FnMut(&TrainRow)) -> Result<Vec<TrainRow>> {
+        use crate::optim::{arrays_for, Array, Golden, LayerConfig, MxDevice};
+        use ws_common::ctrl::cmd::SwarmStatus;
+        use ws_common::golden::schedule::Schedule;
+        use ws_common::golden::swarm::{node_lane, NodeConfig};
+
+        let dims = &self.dims;
+        let plan = dev.setup(dims, self.batch_per_pe, 1)?;
+        let ports = usize::from(dev.link().request(&SwarmStatus, STALL, 1)?.ports);
+        let n = plan.capacity as usize;
+        let classes = *dims.last().unwrap_or(&1);
+        let mut gen = Gen(self.seed.max(1));
+        let teacher: Vec<f32> = (0..classes * dims[0]).map(|_| f32::from_bits(gen.f32(1.0))).collect();
+        let x: Vec<u32> = (0..n * dims[0]).map(|_| gen.f32(1.0)).collect();
+        let labels: Vec<u32> = (0..n)
+            .map(|s| {
+                let score = |c: usize| -> f32 {
+                    (0..dims[0]).map(|k| teacher[c * dims[0] + k] * f32::from_bits(x[s * dims[0] + k])).sum()
+                };
+                (0..classes).max_by(|&a, &c| score(a).total_cmp(&score(c))).unwrap_or(0) as u32
+            })
+            .collect();
+        let layers = dims.len() - 1;
+        let words = |l: usize| ((dims[l] + 1) * dims[l + 1]) as u32;
+        let mut gold = Golden::new().with_swarm_ports(ports);
+        for l in 0..layers {
+            let cfg = LayerConfig {
+                len: words(l),
+                hyper: self.hyper,
+                schedule: Schedule::constant(self.lr),
+                workers: 1,
+                batch: n as u32,
+            };
+            // He-style scale: the inputs' variance kept through the ReLUs.
+            let scale = (2.0 / dims[l] as f32).sqrt();
+            let w: Vec<u32> = (0..words(l)).map(|_| gen.f32(scale)).collect();
+            for d in [dev.mx() as &mut dyn MxDevice, &mut gold] {
+                d.create_layer(l as u16, &cfg)?;
+                d.write_array(l as u16, Array::W, &w)?;
+                for &a in &arrays_for(&self.hyper)[1..] {
+                    d.write_array(l as u16, a, &vec![0; words(l) as usize])?;
+                }
+            }
+        }
+        let node = NodeConfig::new(ports).mask(1 << (ports - 1));
+        let mut rows = Vec::new();
+        for t in 1..=self.steps {
+            let golden = if self.verify {
+                let params = (0..layers)
+                    .map(|l| gold.read_array(l as u16, Array::W, words(l)))
+                    .collect::<Result<Vec<_>>>()?
+                    .concat();
+                Some(golden_grads(&plan, dims, &params, &x, &labels)?)
+            } else {
+                None
+            };
+            let t0 = std::time::Instant::now();
+            let done = dev.train(t, &x, &labels)?;
+            let wall = t0.elapsed();
+            let (mut diff, mut loss_exact) = (None, true);
+            if let Some((metrics, grads)) = golden {
+                loss_exact = done.loss == metrics.loss && done.correct == (metrics.correct as f32).to_bits();
+                let mut at = 0;
+                let mut reduced = Vec::new();
+                for l in 0..layers {
+                    let g = &grads[at..at + words(l) as usize];
+                    at += g.len();
+                    let mut v = vec![0u32; ports];
+                    let r: Vec<u32> = g
+                        .iter()
+                        .map(|&w| {
+                            v[ports - 1] = w;
+                            node_lane(&node, &v).unwrap_or(w)
+                        })
+                        .collect();
+                    reduced.push(r);
+                }
+                let refs: Vec<(u16, &[u32])> =
+                    reduced.iter().enumerate().map(|(l, g)| (l as u16, g.as_slice())).collect();
+                gold.step(t, &refs)?;
+                let mut d = 0;
+                for l in 0..layers {
+                    for &a in arrays_for(&self.hyper) {
+                        let got = dev.mx().read_array(l as u16, a, words(l))?;
+                        let want = gold.read_array(l as u16, a, words(l))?;
+                        d += got.iter().zip(&want).filter(|(p, q)| p != q).count();
+                    }
+                }
+                diff = Some(d);
+            }
+            let r = TrainRow { done, samples: n, wall, diff, loss_exact };
+            row(&r);
+            rows.push(r);
+        }
+        Ok(rows)
+    }
 }

@@ -65,7 +65,12 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         )?;
         wsctl(ctx, &["swarm", "status"])?;
         step("wafer mesh: whole MLP training steps (forward, loss, backward) on the SoC's 2x2 mesh");
-        wsctl(ctx, &["mesh", "step", "--dims", "16,24,12,5", "--batch-per-pe", "4", "--steps", "3"])?;
+        wsctl(ctx, &["mesh", "step", "--dims", "16,24,12,5", "--batch-per-pe", "4", "--steps", "2"])?;
+        step(
+            "training run on the wafer: MemoryX streams the weights through SwarmX to the mesh, the mesh's \
+             gradients go back through SwarmX into Adam, 20 steps",
+        );
+        wsctl(ctx, &["mesh", "train", "--dims", "16,24,12,5", "--steps", "20", "--verify"])?;
         step("firmware log (defmt, decoded against the ELF)");
         wsctl(ctx, &["logs", "--elf", elf])?;
         step("simulator");

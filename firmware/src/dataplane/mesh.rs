@@ -11,20 +11,41 @@
 //! While an operation runs, every poll also moves the capture ring on, so a backward pass
 //! whose gradients outgrow the ring never waits on the firmware.
 
-use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MESH_MAX_DIMS};
+use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
 use ws_common::ctrl::Status;
 use ws_common::golden::mesh::{Layer, Mesh as Geometry, StreamLayout};
-use ws_common::mesh::{check_step, routes, snake_router, step_program, StepMap, StepSegments};
+use ws_common::mesh::{
+    check_step, routes, snake_router, step_program, Segment, StepMap, StepSegments, GSEG, METRICS_ID,
+    METRICS_WORDS,
+};
 
-use super::{MemoryXPlane, RX_WEIGHTS, TX_WEIGHTS};
+use super::{fault, MemoryXPlane, RX_WEIGHTS, TX_WEIGHTS};
 use crate::hal::link::{LinkEngine, Window};
 use crate::hal::mesh::{group, MeshHw};
 use crate::hal::mx::{Op, Ring};
+use crate::mx::Layer as MxLayer;
 
 /// RX slot of the samples (channel 4).
 const RX_SAMPLES: usize = 2;
 /// Capture positions are 31 bits (WOUT_HEAD).
 const POS_MASK: u32 = 0x7fff_ffff;
+/// Words per staged piece of a train step's weights: whole store beats, one op 4 chunk.
+const STAGE_PIECE: u32 = 1024;
+
+/// The mesh's counters at one moment.
+struct Counts {
+    fmas: u32,
+    cycles: u32,
+    grad: u32,
+}
+
+impl Counts {
+    fn read(hw: &MeshHw, s: &Setup) -> Self {
+        let pes = u32::from(s.plan.rows) * u32::from(s.plan.cols);
+        let fmas = (0..pes).fold(0u32, |a, r| a.wrapping_add(hw.counter(group::FMAS, r)));
+        Counts { fmas, cycles: hw.counter(group::CYCLES, 0), grad: hw.words().2 }
+    }
+}
 
 /// The mesh and the shape it was set up for.
 #[derive(Debug)]
@@ -185,7 +206,7 @@ impl MemoryXPlane {
         }
         let r = self.run_step(&m.hw, q, &s, eng);
         self.mx.set_capture(None);
-        m.hw.set_grad_capture(false);
+        m.hw.set_ctrl(false, false);
         r
     }
 
@@ -196,10 +217,6 @@ impl MemoryXPlane {
         s: &Setup,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
-        let n = usize::from(q.samples);
-        let (rows, cols) = (usize::from(s.plan.rows), usize::from(s.plan.cols));
-        let geo = Geometry::new(rows, cols, s.b);
-        let pes = rows * cols;
         let ring = Self::rings(eng)[3];
         let ready = eng.tx_ready(TX_WEIGHTS);
         let mut cap = Capture { ring, ready, head: ready & POS_MASK };
@@ -207,9 +224,236 @@ impl MemoryXPlane {
         if !self.mx.set_capture(Some((Ring { base: ring.base, len: ring.len, off: 0 }, ready, limit))) {
             return Err(Status::DeviceFault);
         }
-        hw.set_grad_capture(true);
+        hw.set_ctrl(true, false);
+        let len = self.place(hw, s, usize::from(q.samples), Some(&mut cap), eng)?;
+        hw.set_step(q.step, s.segs.as_slice());
+        let start = Counts::read(hw, s);
+        hw.start(len);
 
-        // Each PE's samples, then each PE's labels, in the order the host sends them.
+        // The weights: every layer forward, then L−1 … 1 for the backward pass.
+        let layers = s.ndims - 1;
+        for l in (0..layers).chain((1..layers).rev()) {
+            let grad = (l as u32, u32::from(q.step), s.chunk_words(l));
+            self.feed(eng, Some(&mut cap), RX_WEIGHTS, Op::RingToMesh, s.layer_words(l), grad)?;
+        }
+
+        // Every PE done, every gradient word handed to the link.
+        let want = 4 * s.plan.grad_words;
+        self.wait_pes(hw, s, eng, Some((&mut cap, ready, want)))?;
+        self.step_done(hw, s, q.step, &start)
+    }
+
+    /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
+    /// Refused before anything moves (the samples the host sent are consumed): no SwarmX, its
+    /// last port masked, a MemoryX layer missing or of the wrong size or not at step t − 1,
+    /// more layers than constant slots, backward weights that do not fit the staging ring.
+    pub(super) fn mesh_train(&mut self, q: &MeshTrain, eng: &mut LinkEngine) -> Result<MeshStepDone, Status> {
+        self.memoryx_mode()?;
+        let plane = self.mesh.take().ok_or(Status::NotPresent)?;
+        let r = self.mesh_train_on(&plane, q, eng);
+        self.mesh = Some(plane);
+        r
+    }
+
+    fn mesh_train_on(
+        &mut self,
+        m: &MeshPlane,
+        q: &MeshTrain,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        let s = m.setup.ok_or(Status::BadStep)?;
+        let n = usize::from(q.samples);
+        let checked = self.check_train(&m.hw, &s, q, eng);
+        let (layers, port) = match checked {
+            Ok(x) => x,
+            Err(st) => {
+                self.drain(eng, RX_SAMPLES, n as u32 * (s.dims[0] as u32 + 1));
+                return Err(st);
+            }
+        };
+        let r = self.run_train(&m.hw, q, &s, &layers, port, eng);
+        m.hw.set_ctrl(false, false);
+        self.set_fed(u16::MAX);
+        r
+    }
+
+    /// The MemoryX layers of a train step, and the SwarmX port of the mesh.
+    fn check_train(
+        &self,
+        hw: &MeshHw,
+        s: &Setup,
+        q: &MeshTrain,
+        eng: &LinkEngine,
+    ) -> Result<([Option<MxLayer>; GSEG], u16), Status> {
+        let n = usize::from(q.samples);
+        if n == 0 || n as u32 > s.plan.capacity {
+            return Err(Status::BadArgument);
+        }
+        if hw.busy() {
+            return Err(Status::DeviceFault);
+        }
+        let sw = self.swarm.as_ref().ok_or(Status::NotPresent)?;
+        let port = 1u16 << (sw.hw.params().ports - 1);
+        if sw.policy.active() & port == 0 {
+            return Err(Status::BadArgument);
+        }
+        let nl = s.ndims - 1;
+        if nl as u32 > self.slots {
+            return Err(Status::BadArgument);
+        }
+        let mut layers = [None; GSEG];
+        for (l, slot) in layers.iter_mut().enumerate().take(nl) {
+            let ml = *self.table.check_step(l as u16, q.t)?;
+            if ml.len != s.layer_words(l) {
+                return Err(Status::BadArgument);
+            }
+            *slot = Some(ml);
+        }
+        // The backward passes' weights are staged whole, beside one forward piece.
+        let ring_words = Self::rings(eng)[3].len / 4;
+        let back: u32 = (1..nl).map(|l| s.layer_words(l)).sum();
+        if back + STAGE_PIECE > ring_words {
+            return Err(Status::BadArgument);
+        }
+        Ok((layers, port))
+    }
+
+    fn run_train(
+        &mut self,
+        hw: &MeshHw,
+        q: &MeshTrain,
+        s: &Setup,
+        layers: &[Option<MxLayer>; GSEG],
+        port: u16,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        let nl = s.ndims - 1;
+        let layer = |l: usize| layers[l].ok_or(Status::DeviceFault);
+        let step = q.t as u16;
+        // SwarmX takes only the mesh's port; MemoryX's weight-out goes to the sink (dropped).
+        self.set_fed(port);
+        self.mx.set_route(0, 0);
+        self.mx.set_wout_swarm(false);
+        self.mx.set_capture(None);
+        hw.set_ctrl(false, true);
+
+        // The staging ring: TX0's ring, all of it free once the host has everything it was
+        // sent (the link sends only up to TX0's ready position, which staging never moves).
+        let ring = Self::rings(eng)[3];
+        let mut idle = false;
+        for _ in 0..self.budget.max(1) {
+            if eng.tx_ready(TX_WEIGHTS) == eng.tx_acked(TX_WEIGHTS) {
+                idle = true;
+                break;
+            }
+        }
+        if !idle {
+            return Err(Status::Timeout);
+        }
+        let at = eng.tx_ready(TX_WEIGHTS) & (ring.len - 1);
+        let stage =
+            |words: u32| Ring { base: ring.base, len: ring.len, off: (at + 4 * words) & (ring.len - 1) };
+
+        // Before anything is updated: the backward passes' weights (layers L−1 … 1) into the
+        // staging ring, since MemoryX updates a layer while the mesh still walks back through it.
+        let mut back = [0u32; GSEG];
+        let mut staged = 0u32;
+        for l in (1..nl).rev() {
+            back[l] = staged;
+            let words = s.layer_words(l);
+            self.copy_to_ring(layer(l)?.info.bases[0], words, |done| stage(staged + done))?;
+            staged += words;
+        }
+
+        let len = self.place(hw, s, usize::from(q.samples), None, eng)?;
+        // The egress table in MemoryX's chunks, so each chunk is one of the streamer's.
+        let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
+        for (k, l) in (0..nl).rev().enumerate() {
+            segs[k + 1] = Segment {
+                layer: l as u16,
+                chunk_words: layer(l)?.info.chunk,
+                words: s.layer_words(l),
+                metrics: false,
+            };
+        }
+        hw.set_step(step, &segs[..nl + 1]);
+        // Every layer's step t, so its gradients are taken as they come.
+        let errs = self.mx.err_count();
+        for l in 0..nl {
+            let ml = layer(l)?;
+            let slot = l as u32 % self.slots;
+            self.mx.write_slot(slot as usize, &ml.consts(q.t));
+            self.mx.set_step(l, q.t, slot);
+        }
+        let start = Counts::read(hw, s);
+        hw.start(len);
+
+        // Forward: each layer from the store, a piece at a time through the staging ring.
+        let fwd = stage(staged);
+        for l in 0..nl {
+            let (base, words) = (layer(l)?.info.bases[0], s.layer_words(l));
+            let mut done = 0;
+            while done < words {
+                let piece = (words - done).min(STAGE_PIECE);
+                self.mx
+                    .mover(Op::StoreToRing, fwd, base + 4 * done, piece, (0, 0, 0, 0), self.budget)
+                    .map_err(fault)?;
+                let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
+                self.mx.mover(Op::RingToMesh, fwd, 0, piece, hdr, self.budget).map_err(fault)?;
+                done += piece;
+            }
+        }
+        // Backward: the staged copies.
+        for l in (1..nl).rev() {
+            let words = s.layer_words(l);
+            let mut done = 0;
+            while done < words {
+                let piece = (words - done).min(STAGE_PIECE);
+                let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
+                self.mx
+                    .mover(Op::RingToMesh, stage(back[l] + done), 0, piece, hdr, self.budget)
+                    .map_err(fault)?;
+                done += piece;
+            }
+        }
+
+        self.wait_pes(hw, s, eng, None)?;
+        for l in 0..nl {
+            self.mx.wait_done(l, layer(l)?.chunks(), errs, self.budget).map_err(fault)?;
+        }
+        for l in 0..nl {
+            self.table.stepped(l as u16, q.t);
+        }
+        self.steps = self.steps.wrapping_add(1);
+        self.step_done(hw, s, step, &start)
+    }
+
+    /// Copies `words` store words from `addr` into the ring `at(done)` names for each piece.
+    fn copy_to_ring(&mut self, addr: u32, words: u32, at: impl Fn(u32) -> Ring) -> Result<(), Status> {
+        let mut done = 0;
+        while done < words {
+            let piece = (words - done).min(STAGE_PIECE);
+            self.mx
+                .mover(Op::StoreToRing, at(done), addr + 4 * done, piece, (0, 0, 0, 0), self.budget)
+                .map_err(fault)?;
+            done += piece;
+        }
+        Ok(())
+    }
+
+    /// Places each PE's samples and labels (as the host sends them: every PE's inputs, then
+    /// every PE's labels) and loads each PE's program; returns the program length.
+    fn place(
+        &mut self,
+        hw: &MeshHw,
+        s: &Setup,
+        n: usize,
+        mut cap: Option<&mut Capture>,
+        eng: &mut LinkEngine,
+    ) -> Result<usize, Status> {
+        let (rows, cols) = (usize::from(s.plan.rows), usize::from(s.plan.cols));
+        let geo = Geometry::new(rows, cols, s.b);
+        let pes = rows * cols;
         let d0 = s.dims[0] as u32;
         for (at, per) in [(s.map.x, d0), (s.map.labels, 1)] {
             for pos in 0..pes {
@@ -218,11 +462,10 @@ impl MemoryXPlane {
                     continue;
                 }
                 hw.sample_target(snake_router(cols, pos) as u8, at);
-                self.feed(eng, &mut cap, RX_SAMPLES, Op::RingToSamples, range.len() as u32 * per, (0, 0, 1))?;
+                let words = range.len() as u32 * per;
+                self.feed(eng, cap.as_deref_mut(), RX_SAMPLES, Op::RingToSamples, words, (0, 0, 1))?;
             }
         }
-
-        // Programs, the egress table, the counters' starting points.
         let mut len = 0;
         for pos in 0..pes {
             let range = geo.samples_at(pos, n);
@@ -233,54 +476,58 @@ impl MemoryXPlane {
         if hw.take_refused().is_some() {
             return Err(Status::DeviceFault);
         }
-        hw.set_step(q.step, s.segs.as_slice());
-        let fmas =
-            |hw: &MeshHw| (0..pes as u32).fold(0u32, |a, r| a.wrapping_add(hw.counter(group::FMAS, r)));
-        let (fma0, cyc0, grad0) = (fmas(hw), hw.counter(group::CYCLES, 0), hw.words().2);
-        hw.start(len);
+        Ok(len)
+    }
 
-        // The weights: every layer forward, then L−1 … 1 for the backward pass.
-        let layers = s.ndims - 1;
-        for l in (0..layers).chain((1..layers).rev()) {
-            let grad = (l as u32, u32::from(q.step), s.chunk_words(l));
-            self.feed(eng, &mut cap, RX_WEIGHTS, Op::RingToMesh, s.layer_words(l), grad)?;
-        }
-
-        // Every PE done, every gradient word handed to the link.
+    /// Waits until every PE is done and the array is empty, and (with a capture) until
+    /// `want` gradient bytes are handed to the link since TX0's ready position `ready`.
+    fn wait_pes(
+        &mut self,
+        hw: &MeshHw,
+        s: &Setup,
+        eng: &mut LinkEngine,
+        mut cap: Option<(&mut Capture, u32, u32)>,
+    ) -> Result<(), Status> {
+        let pes = usize::from(s.plan.rows) * usize::from(s.plan.cols);
         let all = ((1u32 << pes) - 1) as u16;
-        let want = 4 * s.plan.grad_words;
-        let mut finished = false;
         for _ in 0..self.budget.max(1) {
-            cap.service(self, eng);
+            let captured = match cap.as_mut() {
+                Some((c, ready, want)) => {
+                    c.service(self, eng);
+                    c.ready.wrapping_sub(*ready) >= *want
+                }
+                None => true,
+            };
             let (done, err) = hw.done();
             if err != 0 || hw.faulted() {
                 #[cfg(feature = "defmt")]
                 defmt::warn!("mesh: PEs {=u16:#x} refused (codes {=u32:#x})", err, hw.err_codes());
                 return Err(Status::DeviceFault);
             }
-            let captured = cap.ready.wrapping_sub(ready);
-            if done == all && !hw.busy() && captured >= want {
-                finished = true;
-                break;
+            if done == all && !hw.busy() && captured {
+                return Ok(());
             }
         }
-        if !finished {
-            return Err(Status::Timeout);
-        }
+        Err(Status::Timeout)
+    }
+
+    /// The answer of a finished step: the metrics and the counters since `start`.
+    fn step_done(&self, hw: &MeshHw, s: &Setup, step: u16, start: &Counts) -> Result<MeshStepDone, Status> {
         let mut metrics = [0u32; 2];
-        if hw.take_metrics(q.step, &mut metrics) != 2 {
+        if hw.take_metrics(step, &mut metrics) != 2 {
             return Err(Status::DeviceFault);
         }
-        let grad_words = hw.words().2.wrapping_sub(grad0);
+        let now = Counts::read(hw, s);
+        let grad_words = now.grad.wrapping_sub(start.grad);
         if grad_words != s.plan.grad_words {
             return Err(Status::DeviceFault);
         }
         Ok(MeshStepDone {
-            step: q.step,
+            step,
             loss: metrics[0],
             correct: metrics[1],
-            cycles: hw.counter(group::CYCLES, 0).wrapping_sub(cyc0),
-            fmas: fmas(hw).wrapping_sub(fma0),
+            cycles: now.cycles.wrapping_sub(start.cycles),
+            fmas: now.fmas.wrapping_sub(start.fmas),
             grad_words,
         })
     }
@@ -291,7 +538,7 @@ impl MemoryXPlane {
     fn feed(
         &mut self,
         eng: &mut LinkEngine,
-        cap: &mut Capture,
+        mut cap: Option<&mut Capture>,
         slot: usize,
         op: Op,
         words: u32,
@@ -311,7 +558,9 @@ impl MemoryXPlane {
                     arrived = true;
                     break;
                 }
-                cap.service(self, eng);
+                if let Some(c) = cap.as_deref_mut() {
+                    c.service(self, eng);
+                }
             }
             if !arrived {
                 return Err(Status::Timeout);
@@ -320,7 +569,9 @@ impl MemoryXPlane {
             self.mx.start_mover(op, r, 0, piece, (grad.0, grad.1, grad.2, done / unit));
             let mut result = None;
             for _ in 0..self.budget.max(1) {
-                cap.service(self, eng);
+                if let Some(c) = cap.as_deref_mut() {
+                    c.service(self, eng);
+                }
                 if let Some(x) = self.mx.mover_done() {
                     result = Some(x);
                     break;
@@ -328,7 +579,7 @@ impl MemoryXPlane {
             }
             match result {
                 Some(Ok(())) => {}
-                Some(Err(e)) => return Err(super::fault(e)),
+                Some(Err(e)) => return Err(fault(e)),
                 None => return Err(Status::Timeout),
             }
             Self::release(eng, slot, 4 * piece);

@@ -128,9 +128,13 @@ impl MeshHw {
         self.r.sx_target().write(reg::sx_target::ADDR.val(addr) | reg::sx_target::PE.val(u32::from(pe)));
     }
 
-    /// Sends the gradient egress to the data mover's capture sink (CTRL.grad_capture).
-    pub fn set_grad_capture(&self, on: bool) {
-        self.r.ctrl().write(reg::ctrl::GRAD_CAPTURE.val(u32::from(on)));
+    /// Where the mesh's streams go (CTRL): `capture`, the gradient egress to the data mover's
+    /// capture sink; `swarm`, the mesh on SwarmX's last port (weights from its broadcast,
+    /// gradients up to MemoryX).
+    pub fn set_ctrl(&self, capture: bool, swarm: bool) {
+        self.r
+            .ctrl()
+            .write(reg::ctrl::GRAD_CAPTURE.val(u32::from(capture)) | reg::ctrl::SWARM.val(u32::from(swarm)));
     }
 
     /// Starts every PE's program of `len` instructions.

@@ -40,6 +40,7 @@ module ws_mesh_csr (
     output wire [ 7:0] route_router,
     output wire        route_we,
     output wire        ctrl_grad_capture,
+    output wire        ctrl_swarm,
     output wire        ctrl_we,
     output wire        cmd_cnt_clear,
     output wire        cmd_pop_metrics,
@@ -133,6 +134,12 @@ module ws_mesh_csr (
         else if (wr && sel_ctrl) ctrl_grad_capture_reg <= (ctrl_grad_capture_reg & ~wmask[0]) | wbits[0];
     end
     assign ctrl_grad_capture = ctrl_grad_capture_reg;
+    reg         ctrl_swarm_reg;
+    always @(posedge clk) begin
+        if (rst) ctrl_swarm_reg <= 1'h0;
+        else if (wr && sel_ctrl) ctrl_swarm_reg <= (ctrl_swarm_reg & ~wmask[1]) | wbits[1];
+    end
+    assign ctrl_swarm = ctrl_swarm_reg;
 
     // CMD @ 0x020: Array commands.
     wire sel_cmd = reg_addr[11:2] == 10'd8;
@@ -239,6 +246,7 @@ module ws_mesh_csr (
             end
             10'd7: begin
                 rdata_next[0] = ctrl_grad_capture;
+                rdata_next[1] = ctrl_swarm;
             end
             10'd9: begin
                 rdata_next[14:0] = sx_target_addr;

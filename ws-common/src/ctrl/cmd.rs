@@ -29,7 +29,7 @@ pub use load_boot::LoadBoot;
 pub use load_data::{LoadData, MAX_LOAD_CHUNK};
 pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
-pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MESH_MAX_DIMS};
+pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
@@ -89,6 +89,8 @@ pub mod opcode {
     pub const MESH_SETUP: u8 = 0x50;
     /// [`super::MeshStep`] (link v2; the wafer mesh).
     pub const MESH_STEP: u8 = 0x51;
+    /// [`super::MeshTrain`] (link v2; the wafer mesh with MemoryX and SwarmX).
+    pub const MESH_TRAIN: u8 = 0x52;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).

@@ -4359,6 +4359,8 @@ pub mod mesh {
         use super::Field;
         /// 1: the gradient egress goes to the data mover's capture sink (mxdma WOUT_*) in place of the streamer's weight-out; 0: gradient flits wait in the array. (rw, bits 0:0).
         pub const GRAD_CAPTURE: Field = Field { shift: 0, width: 1 };
+        /// 1 (on a block with SwarmX): the mesh is the wafer on SwarmX's last downstream port. The data mover's op 4 weight flits go into SwarmX's broadcast in place of the streamer's weight-out, the last port's copies into the weight ingress, and the gradient egress (unless grad_capture) up the last port, whose reduced uplink feeds the streamer. Change it only between steps. (rw, bits 1:1).
+        pub const SWARM: Field = Field { shift: 1, width: 1 };
     }
     /// Fields of CMD.
     pub mod cmd {

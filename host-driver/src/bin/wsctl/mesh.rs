@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use host_driver::link::{Config, Link};
-use host_driver::mesh::{golden_step, open_board};
+use host_driver::mesh::{golden_step, open_board, BoardMesh, TrainRun};
 use host_driver::report::Table;
 
 use crate::ctx::Ctx;
@@ -15,6 +15,36 @@ pub enum MeshCmd {
     /// Run training steps of an MLP with random parameters and samples on the mesh, check
     /// every gradient word and the metrics against the golden model, and print a table.
     Step(StepArgs),
+    /// A training run with MemoryX and SwarmX in the loop: the weights stream from MemoryX's
+    /// store through SwarmX's broadcast to the mesh, the gradients go back through SwarmX into
+    /// MemoryX's optimizer. One batch of a synthetic task, a table of the loss per step; with
+    /// --verify every step is checked against the golden mesh, node and optimizer.
+    Train(TrainArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Layer widths, input first, classes last (1 to 7 layers).
+    #[arg(long, value_delimiter = ',', default_value = "16,24,12,5")]
+    dims: Vec<usize>,
+    /// Samples per PE (B); the batch fills the mesh.
+    #[arg(long, default_value_t = 4)]
+    batch_per_pe: usize,
+    /// Steps.
+    #[arg(long, default_value_t = 20)]
+    steps: u32,
+    /// The optimizer.
+    #[arg(long, default_value = "adam", value_parser = ["sgd", "momentum", "adam", "adamw"])]
+    optimizer: String,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.02)]
+    lr: f64,
+    /// Seed of the weights and the data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Check every step (loss, weights, optimizer state) against the golden models.
+    #[arg(long)]
+    verify: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,12 +87,84 @@ impl Gen {
 }
 
 pub fn run(ctx: &Ctx, cmd: MeshCmd) -> Result<()> {
-    let MeshCmd::Step(a) = cmd;
+    match cmd {
+        MeshCmd::Step(a) => step(ctx, a),
+        MeshCmd::Train(a) => train(ctx, a),
+    }
+}
+
+fn connect(ctx: &Ctx) -> Result<BoardMesh> {
     let (board, e) = ctx.endpoints()?;
     let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
     let link = Link::connect(t, Config::default(), ctx.timeout())
         .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
-    let mut dev = open_board(link, &board.name)?;
+    Ok(open_board(link, &board.name)?)
+}
+
+fn train(ctx: &Ctx, a: TrainArgs) -> Result<()> {
+    use ws_common::golden::optim::Hyper;
+    let hyper = match a.optimizer.as_str() {
+        "sgd" => Hyper::SGD,
+        "momentum" => Hyper { momentum: 0.9, ..Hyper::SGD },
+        "adamw" => Hyper::ADAMW,
+        _ => Hyper::ADAM,
+    };
+    let mut dev = connect(ctx)?;
+    let run = TrainRun {
+        dims: a.dims.clone(),
+        batch_per_pe: a.batch_per_pe,
+        steps: a.steps,
+        hyper,
+        lr: a.lr,
+        seed: a.seed,
+        verify: a.verify,
+    };
+    eprintln!(
+        "training MLP {:?} on the mesh, {} with lr {}, {} steps{}",
+        a.dims,
+        a.optimizer,
+        a.lr,
+        a.steps,
+        if a.verify { ", each checked against the golden models" } else { "" }
+    );
+    let rows = run.run(&mut dev, &mut |r| {
+        eprintln!(
+            "step {}/{}: loss {:.4}",
+            r.done.step,
+            a.steps,
+            f32::from_bits(r.done.loss) / r.samples as f32
+        )
+    })?;
+    let mut table =
+        Table::new(["step", "samples", "loss/sample", "correct", "mesh cycles", "FMAs", "wall", "golden"]);
+    let mut bad = 0;
+    for r in &rows {
+        let golden = match r.diff {
+            None => "not checked".to_string(),
+            Some(0) if r.loss_exact => "bit-exact".into(),
+            Some(d) => {
+                bad += 1;
+                format!("{d} words differ{}", if r.loss_exact { "" } else { ", loss differs" })
+            }
+        };
+        table.row([
+            r.done.step.to_string(),
+            r.samples.to_string(),
+            format!("{:.4}", f32::from_bits(r.done.loss) / r.samples as f32),
+            format!("{}/{}", f32::from_bits(r.done.correct), r.samples),
+            r.done.cycles.to_string(),
+            r.done.fmas.to_string(),
+            format!("{:.1} s", r.wall.as_secs_f64()),
+            golden,
+        ]);
+    }
+    print!("{}", table.render());
+    anyhow::ensure!(bad == 0, "{bad} step(s) differ from the golden models: the board's data path is wrong");
+    Ok(())
+}
+
+fn step(ctx: &Ctx, a: StepArgs) -> Result<()> {
+    let mut dev = connect(ctx)?;
     let plan = dev.setup(&a.dims, a.batch_per_pe, a.rows_per_chunk)?;
     let pes = u32::from(plan.rows) * u32::from(plan.cols);
     println!(

@@ -12,6 +12,13 @@
 //!   (every layer's dW/db, last layer first, as `golden::mesh::step` orders them). The answer
 //!   carries the step's loss sum and correct count from the metrics egress, and the counters.
 //!
+//! - [`MeshTrain`] runs one training step with MemoryX in the loop: the weights come from
+//!   MemoryX's store (MemoryX layers 0 … L−1, created by the host with the mesh's layer
+//!   shapes), down SwarmX's broadcast to the mesh on its last port, and the gradients go up
+//!   that port, through SwarmX, into MemoryX's optimizer, which applies step `t` to every
+//!   layer. Only the samples cross the link (channel 4, as for `MeshStep`); the answer comes
+//!   once every layer's update has retired in the store.
+//!
 //! The firmware only sequences: it places each PE's samples with the data mover, loads the
 //! programs, starts the PEs, feeds the weights and moves the capture ring's position; no
 //! sample, weight or gradient word passes through the CPU.
@@ -72,6 +79,16 @@ pub struct MeshPlan {
 pub struct MeshStep {
     /// The step number in the gradient headers (16 bits).
     pub step: u16,
+    /// Samples (1 ..= the plan's capacity).
+    pub samples: u16,
+}
+
+/// Runs one training step with MemoryX in the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeshTrain {
+    /// The optimizer step of every layer (each layer's last step + 1); its low 16 bits are
+    /// the step in the gradient headers.
+    pub t: u32,
     /// Samples (1 ..= the plan's capacity).
     pub samples: u16,
 }
@@ -192,6 +209,30 @@ impl<'a> Command<'a> for MeshStep {
     }
 }
 
+impl<'a> Command<'a> for MeshTrain {
+    const OPCODE: u8 = super::opcode::MESH_TRAIN;
+    type Response = MeshStepDone;
+
+    fn encode(&self, out: &mut [u8]) -> Result<usize, Status> {
+        let mut w = Writer::new(out);
+        w.u32(self.t)?;
+        w.u16(self.samples)?;
+        Ok(w.len())
+    }
+    fn decode(p: &'a [u8]) -> Result<Self, Status> {
+        if p.len() != 6 {
+            return Err(Status::BadLength);
+        }
+        Ok(Self { t: get_u32(p, 0)?, samples: get_u16(p, 4)? })
+    }
+    fn encode_response(r: &MeshStepDone, out: &mut [u8]) -> Result<usize, Status> {
+        MeshStep::encode_response(r, out)
+    }
+    fn decode_response(d: &'a [u8]) -> Result<MeshStepDone, Status> {
+        MeshStep::decode_response(d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +267,10 @@ mod tests {
         let q = MeshStep { step: 7, samples: 13 };
         let n = q.encode(&mut b).unwrap();
         assert_eq!(MeshStep::decode(&b[..n]), Ok(q));
+        let q = MeshTrain { t: 70_000, samples: 3 };
+        let n = q.encode(&mut b).unwrap();
+        assert_eq!(MeshTrain::decode(&b[..n]), Ok(q));
+        assert_eq!(MeshTrain::decode(&b[..n - 1]), Err(Status::BadLength));
         let r = MeshStepDone { step: 7, loss: 1, correct: 2, cycles: 3, fmas: 4, grad_words: 5 };
         let n = MeshStep::encode_response(&r, &mut b).unwrap();
         assert_eq!(MeshStep::decode_response(&b[..n]), Ok(r));
