@@ -405,7 +405,7 @@ impl TrainRun {
         let layers = dims.len() - 1;
         let words = |l: usize| ((dims[l] + 1) * dims[l + 1]) as u32;
         let mut gold = Golden::new().with_swarm_ports(ports);
-        for l in 0..layers {
+        for (l, &inputs) in dims[..layers].iter().enumerate() {
             let cfg = LayerConfig {
                 len: words(l),
                 hyper: self.hyper,
@@ -414,7 +414,7 @@ impl TrainRun {
                 batch: n as u32,
             };
             // He-style scale: the inputs' variance kept through the ReLUs.
-            let scale = (2.0 / dims[l] as f32).sqrt();
+            let scale = (2.0 / inputs as f32).sqrt();
             let w: Vec<u32> = (0..words(l)).map(|_| gen.f32(scale)).collect();
             for d in [dev.mx() as &mut dyn MxDevice, &mut gold] {
                 d.create_layer(l as u16, &cfg)?;
