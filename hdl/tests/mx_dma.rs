@@ -953,6 +953,12 @@ fn a_mesh_step_runs_from_rings_bit_exact() {
     tb.write(Slot::Mesh, mesh::CNT_SEL, 99 << 16);
     assert_eq!(tb.read(Slot::Mesh, mesh::CNT_VALUE), 0, "a group that does not exist reads 0");
 
+    // Weight flits need a chunk size: op 4 with GRAD_CHUNK.params = 0 is refused (BAD_CHUNK)
+    // and moves nothing.
+    let fed_before = tb.read(Slot::Mesh, mesh::FEED_WORDS);
+    assert_eq!(tb.op(OP_TO_MESH, (ring, ring_len, 0), 0, 4, (0, 0, 0, 0)), 7, "op 4, chunk 0: BAD_CHUNK");
+    assert_eq!(tb.read(Slot::Mesh, mesh::FEED_WORDS), fed_before, "a refused op 4 fed nothing");
+
     // Without a mesh, ops 4 and 5 are refused, and the mesh slot reads 0.
     let mut bare = Tb::new(0x3e6, Pattern::Always);
     assert_eq!(bare.read(Slot::Mesh, 0), 0);

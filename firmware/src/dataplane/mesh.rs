@@ -293,7 +293,7 @@ impl MemoryXPlane {
             return Err(Status::DeviceFault);
         }
         let sw = self.swarm.as_ref().ok_or(Status::NotPresent)?;
-        let port = 1u16 << (sw.hw.params().ports - 1);
+        let port = 1u16 << sw.hw.params().ports.saturating_sub(1);
         if sw.policy.active() & port == 0 {
             return Err(Status::BadArgument);
         }
