@@ -78,7 +78,8 @@ enum Cmd {
     /// The board's SwarmX node: ports, their state and counters; configuration; events.
     #[command(subcommand)]
     Swarm(swarm::SwarmCmd),
-    /// The board's wafer mesh: whole MLP training steps, checked against the golden model.
+    /// The board's wafer mesh: whole MLP training steps checked against the golden model, and
+    /// training runs with MemoryX and SwarmX in the loop.
     #[command(subcommand)]
     Mesh(mesh::MeshCmd),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
