@@ -17,27 +17,9 @@ use std::time::Duration;
 
 use hil_tests::{Needs, Rig};
 use host_driver::link::{Config, Link};
-use host_driver::mesh::{golden_step, open_board};
+use host_driver::mesh::{golden_step, open_board, Gen};
 use host_driver::transport::SimTransport;
 use ws_common::ctrl::cmd::MxCounters;
-
-/// A small deterministic generator (xorshift), so the scenario needs no extra crate.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A binary32 in [−scale, scale).
-    fn f32(&mut self, scale: f32) -> u32 {
-        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-        ((2.0 * u - 1.0) * scale).to_bits()
-    }
-}
 
 #[test]
 fn mlp_steps_on_the_board_mesh_are_bit_exact_and_bad_shapes_are_refused() {
@@ -74,7 +56,7 @@ fn mlp_steps_on_the_board_mesh_are_bit_exact_and_bad_shapes_are_refused() {
     // A full batch, then a partial one (the last PE empty, the third half full).
     for (step, n) in [(11u16, 16usize), (12, 10)] {
         let x: Vec<u32> = (0..n * dims[0]).map(|_| gen.f32(1.0)).collect();
-        let labels: Vec<u32> = (0..n).map(|_| (gen.next() % 5) as u32).collect();
+        let labels: Vec<u32> = (0..n).map(|_| (gen.bits() % 5) as u32).collect();
         let got = dev.step(step, &x, &labels, &params).unwrap_or_else(|e| panic!("step {step}: {e}"));
         let (metrics, want) = golden_step(&plan, &dims, rpc, step, &params, &x, &labels).expect("golden");
         assert_eq!(got.done.step, step);

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use host_driver::link::{Config, Link};
-use host_driver::mesh::{golden_step, open_board, BoardMesh, TrainRun};
+use host_driver::mesh::{golden_step, open_board, BoardMesh, Gen, TrainRun};
 use host_driver::report::Table;
 
 use crate::ctx::Ctx;
@@ -67,23 +67,6 @@ pub struct StepArgs {
     /// Seed of the random parameters and samples.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-/// xorshift64: the values need no crate and repeat with the seed.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn f32(&mut self, scale: f32) -> u32 {
-        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-        ((2.0 * u - 1.0) * scale).to_bits()
-    }
 }
 
 pub fn run(ctx: &Ctx, cmd: MeshCmd) -> Result<()> {
@@ -205,7 +188,7 @@ fn step(ctx: &Ctx, a: StepArgs) -> Result<()> {
     for k in 0..a.steps {
         let step = k + 1;
         let x: Vec<u32> = (0..n * a.dims[0]).map(|_| gen.f32(1.0)).collect();
-        let labels: Vec<u32> = (0..n).map(|_| (gen.next() % classes) as u32).collect();
+        let labels: Vec<u32> = (0..n).map(|_| (gen.bits() % classes) as u32).collect();
         eprintln!("step {step}/{}: {n} samples ...", a.steps);
         let t0 = Instant::now();
         let got = dev.step(step, &x, &labels, &params)?;
