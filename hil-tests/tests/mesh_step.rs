@@ -115,8 +115,17 @@ fn a_training_run_with_memoryx_and_swarmx_in_the_loop_is_bit_exact() {
     let e = dev.train(1, &x, &labels).expect_err("no MemoryX layers yet");
     assert!(e.to_string().contains("create MemoryX layers"), "{e}");
 
-    let run =
-        TrainRun { dims, batch_per_pe: 4, steps: 8, hyper: Hyper::ADAM, lr: 0.02, seed: 7, verify: true };
+    let ckpt = std::env::temp_dir().join(format!("ws-mesh-train-{}.safetensors", std::process::id()));
+    let run = TrainRun {
+        dims: dims.clone(),
+        batch_per_pe: 4,
+        steps: 8,
+        hyper: Hyper::ADAM,
+        lr: 0.02,
+        seed: 7,
+        verify: true,
+        checkpoint: Some(ckpt.clone()),
+    };
     let rows = run.run(&mut dev, &mut |_| {}).expect("the training run");
     for (t, r) in rows.iter().enumerate() {
         assert!(r.loss_exact, "step {}: loss or correct count differs from the golden model: {r:?}", t + 1);
@@ -125,6 +134,36 @@ fn a_training_run_with_memoryx_and_swarmx_in_the_loop_is_bit_exact() {
     }
     let loss = |r: &host_driver::mesh::TrainRow| f32::from_bits(r.done.loss) / r.samples as f32;
     assert!(loss(&rows[7]) < 0.8 * loss(&rows[0]), "the loss did not fall: {rows:#?}");
+
+    // The checkpoint holds step 8 exactly as the board does: every layer's weights and Adam
+    // state, under the documented names and shapes, and the run's metadata.
+    {
+        use host_driver::mesh::CHECKPOINT_FORMAT;
+        use host_driver::optim::files::{metadata_of, Model};
+        use host_driver::optim::{Array, MxDevice};
+        let bytes = std::fs::read(&ckpt).expect("the checkpoint file");
+        let meta = metadata_of(&bytes, "checkpoint").expect("metadata");
+        assert_eq!(meta.get("format").map(String::as_str), Some(CHECKPOINT_FORMAT));
+        assert_eq!(meta.get("step").map(String::as_str), Some("8"));
+        assert_eq!(meta.get("dims").map(String::as_str), Some("16,24,12,5"));
+        assert_eq!(meta.get("optimizer").map(String::as_str), Some("adam"));
+        let model = Model::parse(&bytes, "checkpoint").expect("safetensors");
+        assert_eq!(model.tensors.len(), 9, "w, exp_avg, exp_avg_sq of three layers");
+        for l in 0..3 {
+            let words = ((dims[l] + 1) * dims[l + 1]) as u32;
+            for (a, suffix) in [(Array::W, ""), (Array::M, ".exp_avg"), (Array::V, ".exp_avg_sq")] {
+                let name = format!("layer{l}{suffix}");
+                let t = model.tensors.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name}"));
+                assert_eq!(t.shape, vec![dims[l + 1], dims[l] + 1], "{name}");
+                let board = dev.mx().read_array(l as u16, a, words).expect("read back");
+                assert!(t.data == board, "{name}: the checkpoint differs from the board at step 8");
+            }
+        }
+        let mut partial = ckpt.clone().into_os_string();
+        partial.push(".partial");
+        assert!(!std::path::Path::new(&partial).exists(), "the temporary file was renamed");
+        std::fs::remove_file(&ckpt).ok();
+    }
 
     // Out of order: refused, nothing applied; the next step in order runs.
     let e = dev.train(10, &x, &labels).expect_err("step 10 after step 8");

@@ -7,6 +7,7 @@
 //! Shapes are checked here first with the same rules the firmware applies
 //! (`ws_common::mesh::check_step`), so a refusal names what to change.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
@@ -265,7 +266,8 @@ impl BoardMesh {
                 board: self.name.clone(),
                 what: format!(
                     "failed train step {t} ({st:?}); its PEs may hold a half-run program and its layers a \
-                     half-applied update: reset the board and reload the layers from a checkpoint"
+                     half-applied update: reset the board (`wsctl reset`) and start the run again; \
+                     `wsctl mesh train --checkpoint FILE` keeps the last whole step"
                 ),
             }
             .into(),
@@ -356,6 +358,70 @@ pub struct TrainRun {
     pub seed: u64,
     /// Check every step against the golden mesh, SwarmX node and optimizer.
     pub verify: bool,
+    /// Where to keep the checkpoint ([`checkpoint_bytes`]): rewritten after every completed
+    /// step, through a temporary file and a rename, so a run that fails part way leaves the
+    /// last whole step.
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// The `format` of a `wsctl mesh train` checkpoint's metadata.
+pub const CHECKPOINT_FORMAT: &str = "weightstream-mesh-train-1";
+
+/// A training run's checkpoint as a safetensors file.
+///
+/// - Layer l's parameters are the tensor `layer{l}` of shape [d_(l+1), d_l + 1]. Row i is
+///   output i: its bias, then its d_l input weights (`golden::mesh::Model::param_offset`).
+/// - The optimizer state sits beside it under PyTorch's names (`layer{l}.exp_avg`,
+///   `layer{l}.exp_avg_sq`, `layer{l}.momentum_buffer`, …), in the same shape.
+/// - The metadata holds `format` ([`CHECKPOINT_FORMAT`]), `step` (the last completed step),
+///   `dims`, `batch_per_pe`, `samples`, `seed`, `optimizer`, `lr` and `loss` (the last
+///   step's loss per sample).
+pub fn checkpoint_bytes(
+    run: &TrainRun,
+    step: u32,
+    samples: usize,
+    loss: f32,
+    arrays: &[Vec<(crate::optim::Array, Vec<u32>)>],
+) -> Result<Vec<u8>> {
+    use crate::optim::files::{encode, optimizer_name};
+    use crate::optim::Tensor;
+    let dims = &run.dims;
+    let mut tensors = Vec::new();
+    for (l, layer) in arrays.iter().enumerate() {
+        for (a, words) in layer {
+            let name = match a.torch_state(run.hyper.kind) {
+                None => format!("layer{l}"),
+                Some(s) => format!("layer{l}.{s}"),
+            };
+            tensors.push(Tensor { name, shape: vec![dims[l + 1], dims[l] + 1], data: words.clone() });
+        }
+    }
+    let dims_text: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let meta: std::collections::HashMap<String, String> = [
+        ("format", CHECKPOINT_FORMAT.to_string()),
+        ("step", step.to_string()),
+        ("dims", dims_text.join(",")),
+        ("batch_per_pe", run.batch_per_pe.to_string()),
+        ("samples", samples.to_string()),
+        ("seed", run.seed.to_string()),
+        ("optimizer", optimizer_name(run.hyper.kind).to_string()),
+        ("lr", format!("{:?}", run.lr)),
+        ("loss", format!("{loss:?}")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    encode(&tensors, Some(meta), "the checkpoint")
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside it, then a rename.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|source| crate::error::OptimError::Write { path: path.into(), source }.into())
 }
 
 /// xorshift64: random parameters and samples that need no crate and repeat with the seed
@@ -474,10 +540,102 @@ impl TrainRun {
                 }
                 diff = Some(d);
             }
+            if let Some(path) = &self.checkpoint {
+                let mut arrays = Vec::with_capacity(layers);
+                for l in 0..layers {
+                    let mut layer = Vec::new();
+                    for &a in arrays_for(&self.hyper) {
+                        layer.push((a, dev.mx().read_array(l as u16, a, words(l))?));
+                    }
+                    arrays.push(layer);
+                }
+                let loss = f32::from_bits(done.loss) / n as f32;
+                write_whole(path, &checkpoint_bytes(self, t, n, loss, &arrays)?)?;
+            }
             let r = TrainRow { done, samples: n, wall, diff, loss_exact };
             row(&r);
             rows.push(r);
         }
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::files::{metadata_of, Model};
+    use crate::optim::Array;
+    use ws_common::golden::optim::Hyper;
+
+    fn run(hyper: Hyper) -> TrainRun {
+        TrainRun {
+            dims: vec![3, 4, 2],
+            batch_per_pe: 2,
+            steps: 5,
+            hyper,
+            lr: 0.02,
+            seed: 9,
+            verify: false,
+            checkpoint: None,
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_reads_back_with_its_names_shapes_and_metadata() {
+        let r = run(Hyper::ADAM);
+        let mut gen = Gen(3);
+        let arrays: Vec<Vec<(Array, Vec<u32>)>> = [(3usize, 4usize), (4, 2)]
+            .iter()
+            .map(|&(i, o)| {
+                [Array::W, Array::M, Array::V]
+                    .iter()
+                    .map(|&a| (a, (0..(i + 1) * o).map(|_| gen.f32(1.0)).collect()))
+                    .collect()
+            })
+            .collect();
+        let bytes = checkpoint_bytes(&r, 4, 32, 0.25, &arrays).unwrap();
+        let meta = metadata_of(&bytes, "t").unwrap();
+        for (k, v) in [
+            ("format", CHECKPOINT_FORMAT),
+            ("step", "4"),
+            ("dims", "3,4,2"),
+            ("batch_per_pe", "2"),
+            ("samples", "32"),
+            ("optimizer", "adam"),
+            ("loss", "0.25"),
+        ] {
+            assert_eq!(meta.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        let m = Model::parse(&bytes, "t").unwrap();
+        let names: Vec<&str> = m.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "layer0",
+                "layer0.exp_avg",
+                "layer0.exp_avg_sq",
+                "layer1",
+                "layer1.exp_avg",
+                "layer1.exp_avg_sq"
+            ]
+        );
+        for (t, (l, a)) in m.tensors.iter().zip([(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]) {
+            assert_eq!(t.shape, [[4, 4], [2, 5]][l]);
+            assert!(t.data == arrays[l][a].1, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_is_written_whole() {
+        let dir = std::env::temp_dir().join(format!("ws-ckpt-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.safetensors");
+        write_whole(&path, b"first").unwrap();
+        write_whole(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        assert!(!dir.join("c.safetensors.partial").exists());
+        let e = write_whole(&dir.join("missing/c.safetensors"), b"x").unwrap_err();
+        assert!(e.to_string().contains("check that its folder exists"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

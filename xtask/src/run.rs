@@ -70,7 +70,20 @@ pub fn run(ctx: &Ctx) -> Result<()> {
             "training run on the wafer: MemoryX streams the weights through SwarmX to the mesh, the mesh's \
              gradients go back through SwarmX into Adam, 20 steps",
         );
-        wsctl(ctx, &["mesh", "train", "--dims", "16,24,12,5", "--steps", "20", "--verify"])?;
+        wsctl(
+            ctx,
+            &[
+                "mesh",
+                "train",
+                "--dims",
+                "16,24,12,5",
+                "--steps",
+                "20",
+                "--verify",
+                "--checkpoint",
+                &d("mesh.safetensors"),
+            ],
+        )?;
         step("firmware log (defmt, decoded against the ELF)");
         wsctl(ctx, &["logs", "--elf", elf])?;
         step("simulator");

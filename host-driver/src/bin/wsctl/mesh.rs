@@ -45,6 +45,10 @@ pub struct TrainArgs {
     /// Check every step (loss, weights, optimizer state) against the golden models.
     #[arg(long)]
     verify: bool,
+    /// Keep the weights and optimizer state of the last completed step in this safetensors
+    /// file (rewritten whole after every step; `layer{l}` is [d_(l+1), d_l + 1], bias first).
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +105,7 @@ fn train(ctx: &Ctx, a: TrainArgs) -> Result<()> {
         lr: a.lr,
         seed: a.seed,
         verify: a.verify,
+        checkpoint: a.checkpoint.clone(),
     };
     eprintln!(
         "training MLP {:?} on the mesh, {} with lr {}, {} steps{}",
@@ -142,6 +147,9 @@ fn train(ctx: &Ctx, a: TrainArgs) -> Result<()> {
         ]);
     }
     print!("{}", table.render());
+    if let (Some(path), Some(last)) = (&a.checkpoint, rows.last()) {
+        println!("checkpoint: {} (step {}, weights and optimizer state)", path.display(), last.done.step);
+    }
     anyhow::ensure!(bad == 0, "{bad} step(s) differ from the golden models: the board's data path is wrong");
     Ok(())
 }
