@@ -1,6 +1,6 @@
 `default_nettype none
 
-// ws_mesh: the wafer emulation (ARCHITECTURE.md "Wafer emulation", issue 7), a P x Q array
+// ws_mesh: the wafer emulation (docs/architecture.md "Wafer emulation", issue 7), a P x Q array
 // of tiles, each a ws_mesh_pe beside a ws_mesh_router of ws_mesh_fabric, with the edge
 // ports of docs/mesh-array.md. Colors: 0 carries the weight rows (multicast from the weight
 // ingress), 1 the Snake reduction (PE to PE along the snake, out at the gradient egress),

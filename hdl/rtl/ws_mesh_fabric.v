@@ -1,7 +1,7 @@
 `default_nettype none
 
 // ws_mesh_fabric: a P x Q array of ws_mesh_router, the routed fabric of the wafer emulation
-// (ARCHITECTURE.md "Wafer emulation", docs/mesh-router.md "The fabric").
+// (docs/architecture.md "Wafer emulation", docs/mesh-router.md "The fabric").
 //
 // Router (y, x) sits in row y (0 is the north edge) and column x (0 is the west edge) and has
 // index r = y*Q + x. Neighbouring routers are joined by credit links in both directions:

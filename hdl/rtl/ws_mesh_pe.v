@@ -1,6 +1,6 @@
 `default_nettype none
 
-// ws_mesh_pe: one processing element (PE) of the wafer mesh (ARCHITECTURE.md "Wafer
+// ws_mesh_pe: one processing element (PE) of the wafer mesh (docs/architecture.md "Wafer
 // emulation", issue 7): an FPnew FP32 FMA, a local SRAM (ws_mesh_pe_sram) for activations and
 // results, and a sequencer that runs a small per-layer program loaded through cfg_*. Its
 // weight input s_* is the router's local output for color 0, s1_*/m1_* are the router's local

@@ -1,6 +1,6 @@
 `default_nettype none
 
-// ws_mesh_router: one router of the wafer mesh (ARCHITECTURE.md "Wafer emulation"), with five
+// ws_mesh_router: one router of the wafer mesh (docs/architecture.md "Wafer emulation"), with five
 // ports (N, E, S, W and the local processing element), static routes chosen by color, and
 // credit-based links. ws_mesh_fabric tiles it into a P x Q mesh. docs/mesh-router.md has the
 // microarchitecture, the credit timing and the deadlock-freedom argument.

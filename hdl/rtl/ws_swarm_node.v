@@ -2,7 +2,7 @@
 
 // ws_swarm_node: one SwarmX switch node, one upstream port and N_PORTS downstream ports.
 //
-// SwarmX sits between MemoryX and the wafers (ARCHITECTURE.md "SwarmX", docs/swarmx.md).
+// SwarmX sits between MemoryX and the wafers (docs/architecture.md "SwarmX", docs/swarmx.md).
 // Nodes cascade: the upstream port of one plugs into a downstream port of another.
 //
 // Downlink (s_up -> m_dn): every flit goes to all active ports at once, through one skid

@@ -1,5 +1,5 @@
 // ws_core_bench_shim: a bare CV32E40P (cv32e40p_top, FPU off) with a minimal memory, for the
-// "SoC against a bare core" figure of `cargo xtask bench` (hdl/src/bench.rs; ARCHITECTURE.md,
+// "SoC against a bare core" figure of `cargo xtask bench` (hdl/src/bench.rs; docs/architecture.md,
 // "Simulator"). Not a simulator of anything: no bus fabric, no peripherals, no debug module.
 //
 // Both OBI ports are granted at once and answered the next cycle from one word array, the

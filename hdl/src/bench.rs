@@ -55,7 +55,7 @@ pub struct CoreRatio {
     /// The bare CV32E40P in its minimal harness.
     pub bare: CyclesPerSecond,
     /// `soc / bare` cycles per second: what the SoC's fabric and peripherals cost on top of
-    /// the core (ARCHITECTURE.md's figure).
+    /// the core (docs/architecture.md's figure).
     pub ratio: f64,
     /// `soc / soc_spin` cycles per second: what the firmware's activity costs on the same model.
     pub spin_ratio: f64,
@@ -107,7 +107,7 @@ pub fn soc_spin_cycles_per_second(threads: u32, cycles: u64) -> Result<CyclesPer
 
 /// Cycles per second of a bare CV32E40P (`cv32e40p_top`, FPU off) in a minimal C++ memory
 /// harness (`hdl/sim/ws_core_bench_shim.cpp`: both ports granted at once and answered the next
-/// cycle, the whole memory filled with `j .`), the reference ARCHITECTURE.md measures the SoC
+/// cycle, the whole memory filled with `j .`), the reference docs/architecture.md measures the SoC
 /// against (about 1.4 M cycles/s on one core of the CI machines). Its model is built and
 /// cached like the SoC's (about 15 s the first time).
 pub fn bare_core_cycles_per_second(threads: u32, cycles: u64) -> Result<CyclesPerSecond, SimError> {

@@ -1,4 +1,4 @@
-//! The flit: what every block-to-block stream of the data plane carries (ARCHITECTURE.md
+//! The flit: what every block-to-block stream of the data plane carries (docs/architecture.md
 //! "Links").
 //!
 //! A flit is a 32-bit payload, a `last` bit that closes a chunk, and a 64-bit header carried

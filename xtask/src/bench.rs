@@ -8,7 +8,7 @@
 //!   threads (ratio: 2 threads against 1);
 //! - the same SoC model running only `j .` (the core alone busy), and a bare CV32E40P
 //!   (`cv32e40p_top` with a minimal C++ memory) running `j .` in the same kind of harness
-//!   (ratio: SoC against bare core, the figure ARCHITECTURE.md budgets with);
+//!   (ratio: SoC against bare core, the figure docs/architecture.md budgets with);
 //! - the time to build the simulator model from cold (an empty cache, the Verilator runtime
 //!   objects included) and from the cache (ratio: cached against cold);
 //! - the data-plane blocks (`dataplane`): SwarmX flits per cycle per port and reduce latency

