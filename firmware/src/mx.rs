@@ -8,7 +8,7 @@
 //! placed first fit, so no two runs overlap and none leaves the store. The hardware checks the
 //! same at ENABLE; this allocator only ever offers it entries that pass.
 
-use ws_common::ctrl::cmd::{MxArray, MxCreate, MxLayerInfo, MxRange};
+use ws_common::ctrl::cmd::{MxArray, MxCreate, MxLayerInfo, MxLayerList, MxLayerState, MxRange};
 use ws_common::ctrl::Status;
 use ws_common::golden::optim::{step_consts, Consts, Hyper, Kind};
 use ws_common::golden::schedule::Schedule;
@@ -225,6 +225,30 @@ impl Table {
         }
     }
 
+    /// The created layers among `mask` (bit `i` for layer `i`).
+    pub fn existing(&self, mask: u16) -> u16 {
+        self.layer_mask() & mask
+    }
+
+    /// Every created layer: its shape, optimizer, step and the store bytes it takes.
+    pub fn states(&self) -> MxLayerList {
+        let mut r = MxLayerList::default();
+        for (i, l) in self.layers.iter().enumerate() {
+            let (Some(l), Some(slot)) = (l, r.layers.get_mut(usize::from(r.count))) else { continue };
+            let span = self.span(l.len).unwrap_or(0);
+            *slot = MxLayerState {
+                layer: i as u16,
+                opt: opt_code(&l.hyper) as u8,
+                arrays: l.arrays as u8,
+                len: l.len,
+                at: l.at,
+                bytes: span.saturating_mul(l.arrays.count_ones()),
+            };
+            r.count += 1;
+        }
+        r
+    }
+
     /// Checks a transfer: the layer exists and keeps the array, the range lies inside the
     /// layer, and it starts on a store beat (a partial last beat is fine).
     pub fn run(&self, r: &MxRange) -> Result<StoreRun, Status> {
@@ -342,6 +366,27 @@ mod tests {
         assert_eq!(t.check_step(0, 1).err(), Some(Status::BadStep), "a replayed step");
         assert!(t.check_step(0, 2).is_ok());
         assert_eq!(t.check_step(5, 1).err(), Some(Status::NoLayer));
+    }
+
+    #[test]
+    fn released_layers_free_their_store_and_states_say_what_is_used() {
+        let mut t = Table::new(4096, 8, 4);
+        t.create(&create(0, 336, adam())).unwrap();
+        t.create(&create(2, 8, Hyper::SGD)).unwrap();
+        let s = t.states();
+        assert_eq!(s.as_slice().len(), 2);
+        assert_eq!((s.layers[0].layer, s.layers[0].opt, s.layers[0].arrays), (0, 2, 0b111));
+        assert_eq!(s.layers[0].bytes, 3 * 1344);
+        assert_eq!((s.layers[1].layer, s.layers[1].bytes), (2, 32));
+        assert_eq!(t.free_bytes(), 4096 - 3 * 1344 - 32);
+        assert_eq!(t.existing(u16::MAX), 0b101);
+        assert_eq!(t.existing(0b010), 0);
+        // A job run again after a release finds the whole store free.
+        t.remove(0);
+        t.remove(2);
+        assert_eq!(t.free_bytes(), 4096);
+        assert_eq!(t.states().count, 0);
+        t.create(&create(0, 336, adam())).unwrap();
     }
 
     #[test]

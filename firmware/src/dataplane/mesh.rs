@@ -50,7 +50,7 @@ impl Counts {
 /// The mesh and the shape it was set up for.
 #[derive(Debug)]
 pub(super) struct MeshPlane {
-    hw: MeshHw,
+    pub(super) hw: MeshHw,
     setup: Option<Setup>,
 }
 
@@ -183,26 +183,30 @@ impl MemoryXPlane {
     /// still consumes the words the host sent for it, so the streams stay in step.
     pub(super) fn mesh_step(&mut self, q: &MeshStep, eng: &mut LinkEngine) -> Result<MeshStepDone, Status> {
         self.memoryx_mode()?;
+        self.mesh.as_ref().ok_or(Status::NotPresent)?;
+        let clean = self.known_state(eng);
         let plane = self.mesh.take().ok_or(Status::NotPresent)?;
-        let r = self.mesh_step_on(&plane, q, eng);
+        let r = self.mesh_step_on(&plane, q, clean, eng);
         self.mesh = Some(plane);
         r
     }
 
+    /// Runs the step on `m` if the board reached its known state (`clean`).
     fn mesh_step_on(
         &mut self,
         m: &MeshPlane,
         q: &MeshStep,
+        clean: Result<(), Status>,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
         let s = m.setup.ok_or(Status::BadStep)?;
         let n = usize::from(q.samples);
-        let busy = m.hw.busy();
-        if n == 0 || n as u32 > s.plan.capacity || busy {
+        let refused = if n == 0 || n as u32 > s.plan.capacity { Err(Status::BadArgument) } else { clean };
+        if let Err(st) = refused {
             let sample_words = n as u32 * (s.dims[0] as u32 + 1);
             self.drain(eng, RX_SAMPLES, sample_words);
             self.drain(eng, RX_WEIGHTS, s.plan.weight_words);
-            return Err(if busy { Status::DeviceFault } else { Status::BadArgument });
+            return Err(st);
         }
         let r = self.run_step(&m.hw, q, &s, eng);
         self.mx.set_capture(None);
@@ -249,21 +253,25 @@ impl MemoryXPlane {
     /// more layers than constant slots, backward weights that do not fit the staging ring.
     pub(super) fn mesh_train(&mut self, q: &MeshTrain, eng: &mut LinkEngine) -> Result<MeshStepDone, Status> {
         self.memoryx_mode()?;
+        self.mesh.as_ref().ok_or(Status::NotPresent)?;
+        let clean = self.known_state(eng);
         let plane = self.mesh.take().ok_or(Status::NotPresent)?;
-        let r = self.mesh_train_on(&plane, q, eng);
+        let r = self.mesh_train_on(&plane, q, clean, eng);
         self.mesh = Some(plane);
         r
     }
 
+    /// Runs the step on `m` if the board reached its known state (`clean`).
     fn mesh_train_on(
         &mut self,
         m: &MeshPlane,
         q: &MeshTrain,
+        clean: Result<(), Status>,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
         let s = m.setup.ok_or(Status::BadStep)?;
         let n = usize::from(q.samples);
-        let checked = self.check_train(&m.hw, &s, q, eng);
+        let checked = clean.and_then(|()| self.check_train(&m.hw, &s, q, eng));
         let (layers, port) = match checked {
             Ok(x) => x,
             Err(st) => {

@@ -211,12 +211,28 @@ impl Engine for LinkEngine {
         // The consumer positions restart with the streams: released before the reset (a
         // smaller credit for a cycle is harmless), ready after it (a ready position behind the
         // old stream's sent one must never be seen).
+        //
+        // The TX windows are closed across the reset. Between the reset (sent bytes back to 0,
+        // credit from the new HELLO) and the write of ready = 0, an open window still holds
+        // the old session's ready position, and the engine cut a frame of whatever the ring
+        // held there as the new stream's first bytes: a later job's answers then arrived with
+        // the previous job's words in them (docs/firmware.md "Every job starts from a known
+        // state"). Closed, the window grants nothing until ready is 0.
         for i in 0..3 {
             self.regs.rx_released(i).write(0);
+        }
+        let open: [bool; 3] = core::array::from_fn(|i| link::tx_en0::EN.get(self.regs.tx_en(i).read()) != 0);
+        for (i, _) in open.iter().enumerate().filter(|(_, o)| **o) {
+            self.regs.tx_en(i).write(0);
         }
         self.regs.ch_reset().write(link::ch_reset::GO.val(1));
         for i in 0..3 {
             self.regs.tx_ready(i).write(0);
+        }
+        for (i, _) in open.iter().enumerate().filter(|(_, o)| **o) {
+            self.regs.tx_en(i).write(link::tx_en0::EN.val(1));
+            // The engine re-checks the unchanged window on the rising enable.
+            let _ = (0..64).any(|_| link::tx_en0::ACTIVE.get(self.regs.tx_en(i).read()) != 0);
         }
     }
 

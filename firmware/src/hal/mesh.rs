@@ -196,6 +196,22 @@ impl MeshHw {
         n
     }
 
+    /// Empties the metrics and results FIFOs (words of a step nobody will ask for); returns
+    /// how many words each held.
+    pub fn drain_fifos(&self) -> (u32, u32) {
+        let mut n = (0u32, 0u32);
+        // Each FIFO holds at most 255 words (its count field), so the loops end.
+        while reg::flags::METRICS_COUNT.get(self.r.flags().read()) != 0 && n.0 < 256 {
+            self.r.cmd().write(reg::cmd::POP_METRICS.val(1));
+            n.0 += 1;
+        }
+        while reg::flags::RESULTS_COUNT.get(self.r.flags().read()) != 0 && n.1 < 256 {
+            self.r.cmd().write(reg::cmd::POP_RESULTS.val(1));
+            n.1 += 1;
+        }
+        n
+    }
+
     /// Counter `index` of group `group` (CNT_SEL).
     pub fn counter(&self, group: u32, index: u32) -> u32 {
         self.r.cnt_sel().write(reg::cnt_sel::INDEX.val(index) | reg::cnt_sel::GROUP.val(group));

@@ -123,6 +123,14 @@ impl MemoryX {
         Ok(())
     }
 
+    /// DISABLEs layer `i`: the streamer takes no new chunk for it and completes the command
+    /// once none is in flight (docs/memoryx-store.md "Layer commands").
+    pub fn disable_layer(&mut self, i: usize, budget: u32) -> Result<(), MxError> {
+        self.wait_cmd(budget)?;
+        self.mx.cmd().write(mx::cmd::OP.val(2) | mx::cmd::LAYER.val(i as u32));
+        self.wait_cmd(budget)
+    }
+
     fn wait_cmd(&self, budget: u32) -> Result<(), MxError> {
         for _ in 0..budget.max(1) {
             if mx::status::CMD_BUSY.get(self.mx.status().read()) == 0 {

@@ -12,6 +12,7 @@ mod mesh;
 mod mx_counters;
 mod mx_create;
 mod mx_info;
+mod mx_release;
 mod mx_step;
 mod mx_transfer;
 mod peek;
@@ -33,6 +34,7 @@ pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
+pub use mx_release::{MxLayerList, MxLayerState, MxLayers, MxRelease, MX_MAX_LAYERS};
 pub use mx_step::{MxStep, MxStepDone, MAX_REFEEDS};
 pub use mx_transfer::{MxArray, MxRange, MxRead, MxWrite};
 pub use peek::{Peek, PeekData, MAX_PEEK};
@@ -79,6 +81,10 @@ pub mod opcode {
     pub const MX_STEP: u8 = 0x34;
     /// [`super::MxCounters`] (link v2; MemoryX).
     pub const MX_COUNTERS: u8 = 0x35;
+    /// [`super::MxRelease`] (link v2; MemoryX).
+    pub const MX_RELEASE: u8 = 0x36;
+    /// [`super::MxLayers`] (link v2; MemoryX).
+    pub const MX_LAYERS: u8 = 0x37;
     /// [`super::SwarmStatus`].
     pub const SWARM_STATUS: u8 = 0x40;
     /// [`super::SwarmConfig`].
