@@ -22,6 +22,7 @@ use ws_common::ctrl::{
     MAX_PAYLOAD, RESPONSE_BIT,
 };
 
+use crate::board_time::{BoardClock, Deadline};
 use crate::error::{Error, ProtocolError, Result};
 use crate::transport::Transport;
 
@@ -113,6 +114,22 @@ request!(
     idempotent = true,
     ws_common::ctrl::cmd::MxCounterValues,
     |d| <ws_common::ctrl::cmd::MxCounters as Command<'_>>::decode_response(d)
+);
+
+// A release of layers that are already gone changes nothing; the list only reads.
+request!(
+    ws_common::ctrl::cmd::MxRelease,
+    "MxRelease",
+    idempotent = true,
+    ws_common::ctrl::cmd::MxInfoData,
+    |d| <ws_common::ctrl::cmd::MxRelease as Command<'_>>::decode_response(d)
+);
+request!(
+    ws_common::ctrl::cmd::MxLayers,
+    "MxLayers",
+    idempotent = true,
+    ws_common::ctrl::cmd::MxLayerList,
+    |d| <ws_common::ctrl::cmd::MxLayers as Command<'_>>::decode_response(d)
 );
 
 // The wafer mesh (link v2). A setup rewrites the route tables; a step moves words: both are
@@ -234,6 +251,7 @@ pub struct Client {
     decoder: Box<FrameDecoder>,
     next_id: u16,
     timeout: Duration,
+    clock: Option<BoardClock>,
     retries: u32,
     counters: ClientCounters,
     rx: Vec<u8>,
@@ -269,9 +287,11 @@ enum Rx {
 }
 
 impl Client {
-    /// A client over `link` with [`DEFAULT_TIMEOUT`] and no retries.
+    /// A client over `link` with [`DEFAULT_TIMEOUT`] and no retries, measuring its waits
+    /// with the link's board clock, if it has one.
     pub fn new(link: Box<dyn Transport>) -> Self {
         Self {
+            clock: link.board_clock(),
             link,
             decoder: Box::new(FrameDecoder::new()),
             next_id: 1,
@@ -291,6 +311,17 @@ impl Client {
     /// The per-try timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Measures every wait in board time too (the simulated board's cycle counter), so a
+    /// slow or loaded machine is waited for ([`crate::board_time`]).
+    pub fn set_board_clock(&mut self, clock: Option<BoardClock>) {
+        self.clock = clock;
+    }
+
+    /// The board clock waits are measured with, if any.
+    pub fn board_clock(&self) -> Option<&BoardClock> {
+        self.clock.as_ref()
     }
 
     /// Sets how many times an idempotent request is resent after a timeout (0 = never).
@@ -332,30 +363,41 @@ impl Client {
             .map_err(|status| ProtocolError::Encode { command: R::NAME, status })?;
         let tries = if R::IDEMPOTENT { self.retries.saturating_add(1) } else { 1 };
         let mut frame_errors = Vec::new();
+        let mut waited = String::new();
         for attempt in 0..tries {
             if attempt > 0 {
                 self.counters.retries += 1;
             }
             self.link.send(&frame[..n])?;
             self.counters.sent += 1;
-            if let Some(answer) = self.wait_for(R::OPCODE | RESPONSE_BIT, id, &mut frame_errors)? {
+            let deadline = Deadline::new(self.timeout, self.clock.as_ref());
+            if let Some(answer) = self.wait_for(R::OPCODE | RESPONSE_BIT, id, &deadline, &mut frame_errors)? {
                 self.counters.answered += 1;
                 return decode_answer::<R>(&answer);
             }
+            waited = deadline.describe();
+        }
+        if tries > 1 {
+            waited = format!("{tries} tries of {waited}");
         }
         Err(ProtocolError::Timeout {
             command: R::NAME,
             req_id: id,
             peer: self.link.describe(),
-            timeout: self.timeout,
+            waited,
             frame_errors: describe_frame_errors(&frame_errors),
         }
         .into())
     }
 
-    /// Waits up to the timeout for the frame `(opcode, id)`, skipping and counting others.
-    fn wait_for(&mut self, opcode: u8, id: u16, frame_errors: &mut Vec<Status>) -> Result<Option<Vec<u8>>> {
-        let deadline = Instant::now() + self.timeout;
+    /// Waits until `deadline` for the frame `(opcode, id)`, skipping and counting others.
+    fn wait_for(
+        &mut self,
+        opcode: u8,
+        id: u16,
+        deadline: &Deadline,
+        frame_errors: &mut Vec<Status>,
+    ) -> Result<Option<Vec<u8>>> {
         loop {
             while let Some(rx) = self.backlog.pop_front() {
                 match rx {
@@ -371,14 +413,10 @@ impl Client {
                     Rx::Bad(_) => self.counters.host_decode_errors += 1,
                 }
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if deadline.expired() {
                 return Ok(None);
             }
-            // `recv` returning 0 means the whole wait passed with nothing to read.
-            if !self.fill(deadline - now)? {
-                return Ok(None);
-            }
+            self.fill(deadline.slice())?;
         }
     }
 

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::board::{resolve, Board, SimPorts};
+use crate::board_time::BoardClock;
 use crate::error::Result;
 use crate::sim::SimHome;
 use crate::transport::{SimTransport, Transport};
@@ -99,12 +100,18 @@ impl Endpoints {
 
     /// Opens the host link (protocol v1 bytes).
     pub fn open_link(&self) -> Result<Box<dyn Transport>> {
-        Ok(Box::new(SimTransport::connect(self.link)?))
+        Ok(Box::new(SimTransport::connect(self.link)?.with_clock(self.clock())))
     }
 
     /// Opens the link engine's PHY (protocol v2).
     pub fn open_phy(&self) -> Result<Box<dyn Transport>> {
-        Ok(Box::new(SimTransport::connect(self.phy)?))
+        Ok(Box::new(SimTransport::connect(self.phy)?.with_clock(self.clock())))
+    }
+
+    /// The simulator's cycle counter, when its control port answers: waits on the links
+    /// opened here are then bounded in simulated cycles (`crate::board_time`).
+    pub fn clock(&self) -> Option<BoardClock> {
+        BoardClock::follow(self.ctrl).ok()
     }
 }
 

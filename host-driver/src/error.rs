@@ -236,19 +236,19 @@ pub enum ProtocolError {
     /// bulk echo failed: {0}
     #[error("bulk echo failed: {0}; the board's echo windows are the firmware's default (docs/link-engine.md \"Echo mode\"): check `wsctl link stats`")]
     Echo(String),
-    /// no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`
+    /// no link v2 HELLO answer from {peer} after {waited}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`
     #[error(
-        "no link v2 HELLO answer from {peer} within {timeout:?}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`"
+        "no link v2 HELLO answer from {peer} after {waited}: the firmware may predate link protocol v2 (flash one built from this checkout with `wsctl flash`), be hung or still booting; check `wsctl logs`"
     )]
     NoHello {
         /// The link's description.
         peer: String,
-        /// How long we waited.
-        timeout: Duration,
+        /// How long we waited (`board_time::Deadline::describe`).
+        waited: String,
     },
-    /// no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)
+    /// no answer to {command} (request {req_id}) from {peer} after {waited}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)
     #[error(
-        "no answer to {command} (request {req_id}) from {peer} within {timeout:?}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)"
+        "no answer to {command} (request {req_id}) from {peer} after {waited}{frame_errors}: the firmware may be hung, still booting or not running; check `wsctl logs` and `wsctl sim status`, or raise the timeout (`--timeout-ms`)"
     )]
     Timeout {
         /// Command name.
@@ -257,8 +257,9 @@ pub enum ProtocolError {
         req_id: u16,
         /// The link's description.
         peer: String,
-        /// How long we waited.
-        timeout: Duration,
+        /// How long we waited: wall time, and board time on the simulator
+        /// (`board_time::Deadline::describe`).
+        waited: String,
         /// Empty, or a note about frame errors the device reported meanwhile.
         frame_errors: String,
     },
@@ -383,6 +384,23 @@ pub enum SimError {
         log: PathBuf,
         /// The end of that output.
         tail: String,
+    },
+    /// the firmware did not answer a ping within {cycles} simulated cycles (limit {limit}{}; LEDs {leds:#04x}); the board's log ended with:\n{last_log}\ncheck the firmware ELF (`cargo xtask build`), or allow more cycles (WS_SIM_BOOT_CYCLES)
+    #[error(
+        "the firmware did not answer a ping within {cycles} simulated cycles (limit {limit}{}; LEDs {leds:#04x}); the board's log ended with:\n{last_log}\ncheck the firmware ELF (`cargo xtask build`), or allow more cycles (WS_SIM_BOOT_CYCLES)",
+        if *stalled { ", and the simulator's clock stopped" } else { "" }
+    )]
+    NoBoot {
+        /// Cycles simulated while waiting.
+        cycles: u64,
+        /// The limit.
+        limit: u64,
+        /// The simulator's clock stood still (paused or hung).
+        stalled: bool,
+        /// The GPIO outputs: 0x3c is the boot ROM's loader, 0xa5 the firmware's stop.
+        leds: u64,
+        /// The last lines of the decoded defmt log.
+        last_log: String,
     },
     /// a simulator is already running (pid {pid}, control {ctrl}): stop it with `wsctl sim stop`, or use it as it is
     #[error("a simulator is already running (pid {pid}, control {ctrl}): stop it with `wsctl sim stop`, or use it as it is")]

@@ -6,6 +6,8 @@
 //! prints.
 //!
 //! - [`board`]: `boards/<name>/board.toml`, loaded and validated.
+//! - [`board_time`]: waits bounded in the board's own cycles as well as wall time, so a
+//!   slow simulator is waited for and a stopped one is not.
 //! - [`transport`]: the [`Transport`](transport::Transport) trait, the simulator's TCP link
 //!   and an in-memory [`FakeLink`](transport::FakeLink) with a [`FakeBoard`](transport::FakeBoard)
 //!   behind it, so protocol logic is tested without a simulator.
@@ -29,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod board;
+pub mod board_time;
 pub mod client;
 pub mod endpoints;
 pub mod error;

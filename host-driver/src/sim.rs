@@ -10,6 +10,7 @@
 //! Set `WS_SIM_DIR` to keep the files elsewhere (tests do), `WS_SIM_BIN` to choose the
 //! binary, and `WS_SIM_READY_TIMEOUT` (seconds) to bound the wait for READY.
 
+mod boot;
 mod ctrl;
 mod process;
 
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use boot::{boot_cycles, wait_for_boot, BootPorts, BOOT_CYCLES, BOOT_CYCLES_ENV};
 pub use ctrl::{parse_reply, SimCtrl, SimStats, CTRL_TIMEOUT};
 pub use process::{is_alive, looks_like_sim};
 
@@ -129,6 +131,9 @@ pub struct StartOptions {
     pub ready_timeout: Option<Duration>,
     /// Show a spinner on stderr while waiting (hidden when stderr is not a terminal).
     pub progress: bool,
+    /// Return only once the firmware answers a ping, within this many simulated cycles
+    /// ([`boot_cycles`] by default); `None` returns at READY (a board left in its loader).
+    pub boot_cycles: Option<u64>,
     /// Set to give up waiting: the simulator is stopped and [`SimError::Cancelled`] returned.
     pub cancel: Option<Arc<AtomicBool>>,
 }
@@ -145,6 +150,7 @@ impl StartOptions {
             extra_args: Vec::new(),
             ready_timeout: None,
             progress: false,
+            boot_cycles: Some(boot_cycles()),
             cancel: None,
         }
     }
@@ -372,8 +378,29 @@ impl SimHome {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
+        let booted = match (&outcome, opts.boot_cycles) {
+            (Ok(r), Some(limit)) => {
+                let ports = BootPorts { link: r.link, ctrl: r.ctrl, log: r.log };
+                let mut show = |ran: u64| {
+                    if let Some(pb) = &spinner {
+                        pb.set_message(format!(
+                            "firmware booting: {:.1} M of {:.0} M cycles",
+                            ran as f64 / 1e6,
+                            limit as f64 / 1e6
+                        ));
+                    }
+                };
+                wait_for_boot(ports, &opts.elf, limit, &mut show).map(Some)
+            }
+            _ => Ok(None),
+        };
         if let Some(pb) = spinner {
             pb.finish_and_clear();
+        }
+        if let Err(e) = booted {
+            process::kill_group(child.id(), true);
+            let _ = child.wait();
+            return Err(e);
         }
         let ready = outcome?;
         let pid = child.id();

@@ -30,6 +30,7 @@ use std::time::Duration;
 pub use fake::{FakeBoard, FakeDevice, FakeHandle, FakeLink};
 
 use crate::board::{Board, Link};
+use crate::board_time::BoardClock;
 use crate::error::{Result, TransportError};
 
 /// Opens the transport `board`'s `[link]` names.
@@ -73,6 +74,13 @@ pub trait Transport: Send {
 
     /// The peer, for messages: `sim link 127.0.0.1:7450`.
     fn describe(&self) -> String;
+
+    /// The board clock waits on this link are measured with: the simulator's cycle counter
+    /// for a simulated board that has one attached ([`SimTransport::with_clock`]), else none
+    /// (wall time; `crate::board_time`).
+    fn board_clock(&self) -> Option<BoardClock> {
+        None
+    }
 }
 
 impl<T: Transport + ?Sized> Transport for Box<T> {
@@ -88,6 +96,9 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
     fn describe(&self) -> String {
         (**self).describe()
     }
+    fn board_clock(&self) -> Option<BoardClock> {
+        (**self).board_clock()
+    }
 }
 
 /// The simulator's host-link port: the raw link byte stream over loopback TCP.
@@ -100,6 +111,7 @@ pub struct SimTransport {
     addr: SocketAddr,
     /// The read timeout currently set on the socket, to skip redundant system calls.
     read_timeout: Option<Duration>,
+    clock: Option<BoardClock>,
 }
 
 impl SimTransport {
@@ -111,7 +123,14 @@ impl SimTransport {
             .map_err(|source| TransportError::NoSimulator { addr, source })?;
         let peer = format!("sim link {addr}");
         stream.set_nodelay(true).map_err(|source| TransportError::Io { op: "configure", peer, source })?;
-        Ok(Self { stream, addr, read_timeout: None })
+        Ok(Self { stream, addr, read_timeout: None, clock: None })
+    }
+
+    /// Measures the waits of clients on this link in the simulator's cycles
+    /// ([`BoardClock::follow`] on its control port).
+    pub fn with_clock(mut self, clock: Option<BoardClock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The address connected to.
@@ -180,6 +199,10 @@ impl Transport for SimTransport {
 
     fn describe(&self) -> String {
         format!("sim link {}", self.addr)
+    }
+
+    fn board_clock(&self) -> Option<BoardClock> {
+        self.clock.clone()
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::board_time::{BoardClock, Deadline};
+
 use ws_common::ctrl::{Status, RESPONSE_BIT};
 use ws_common::link::control::{CtrlHeader, CTRL_HEADER_LEN};
 use ws_common::link::MAX_CTRL_PAYLOAD;
@@ -25,6 +27,7 @@ pub struct Link {
     wbuf: Vec<u8>,
     /// Control retries sent (a request resent under its id after a timeout).
     pub retries: u64,
+    clock: Option<BoardClock>,
 }
 
 impl std::fmt::Debug for Link {
@@ -35,7 +38,8 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     /// Says HELLO over `t` and waits up to `timeout` for the board's answer. Ticks are
-    /// microseconds. A board of another major version is refused with both versions named.
+    /// microseconds. Every wait of the link (this one, and each request's) is measured in
+    /// board time too when the transport has a board clock (`crate::board_time`). A board of another major version is refused with both versions named.
     pub fn connect(t: Box<dyn Transport>, cfg: Config, timeout: Duration) -> Result<Link, Error> {
         Self::resume(t, cfg, &[], timeout)
     }
@@ -57,6 +61,7 @@ impl Link {
         }
         let mut link = Link {
             ep,
+            clock: t.board_clock(),
             t,
             epoch: Instant::now(),
             next_id: 1,
@@ -64,7 +69,7 @@ impl Link {
             wbuf: Vec::new(),
             retries: 0,
         };
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::new(timeout, link.clock.as_ref());
         loop {
             link.pump(Duration::from_millis(5))?;
             match link.ep.state() {
@@ -72,8 +77,10 @@ impl Link {
                 LinkState::Refused(e) => return Err(ProtocolError::Hello(*e).into()),
                 LinkState::Connecting => {}
             }
-            if Instant::now() >= deadline {
-                return Err(ProtocolError::NoHello { peer: link.t.describe(), timeout }.into());
+            if deadline.expired() {
+                return Err(
+                    ProtocolError::NoHello { peer: link.t.describe(), waited: deadline.describe() }.into()
+                );
             }
         }
     }
@@ -81,6 +88,11 @@ impl Link {
     /// The protocol engine (streams, counters).
     pub fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.ep
+    }
+
+    /// The board clock the link's waits are measured with, if any.
+    pub fn board_clock(&self) -> Option<&BoardClock> {
+        self.clock.as_ref()
     }
 
     /// The transport's description.
@@ -141,6 +153,7 @@ impl Link {
             .encode(&mut payload[CTRL_HEADER_LEN..MAX_CTRL_PAYLOAD])
             .map_err(|status| ProtocolError::Encode { command: R::NAME, status })?;
         let payload = &payload[..CTRL_HEADER_LEN + n];
+        let mut waited = String::new();
         for attempt in 0..=retries {
             if attempt > 0 {
                 self.retries += 1;
@@ -148,14 +161,14 @@ impl Link {
             self.wbuf.clear();
             self.ep.send_control(payload, &mut self.wbuf);
             self.t.send(&self.wbuf)?;
-            let mut deadline = Instant::now() + timeout;
-            while Instant::now() < deadline {
+            let mut deadline = Deadline::new(timeout, self.clock.as_ref());
+            while !deadline.expired() {
                 if bulk(&mut self.ep)? {
-                    deadline = Instant::now() + timeout;
+                    deadline.restart();
                 }
                 self.pump(Duration::from_millis(2))?;
                 if bulk(&mut self.ep)? {
-                    deadline = Instant::now() + timeout;
+                    deadline.restart();
                 }
                 while let Some(p) = self.ep.pop_control() {
                     let Ok((h, body)) = CtrlHeader::decode(&p) else { continue };
@@ -180,12 +193,16 @@ impl Link {
                     };
                 }
             }
+            waited = deadline.describe();
+        }
+        if retries > 0 {
+            waited = format!("{} tries of {waited}", retries + 1);
         }
         Err(ProtocolError::Timeout {
             command: R::NAME,
             req_id: id,
             peer: self.t.describe(),
-            timeout: timeout * (retries + 1),
+            waited,
             frame_errors: String::new(),
         }
         .into())

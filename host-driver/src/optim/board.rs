@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use ws_common::ctrl::cmd::{
     BulkMode, LinkMode, MxArray, MxCounterValues, MxCounters, MxCreate, MxInfo, MxInfoData, MxLayerInfo,
-    MxRange, MxRead, MxStep, MxStepDone, MxWrite, SwarmStatus,
+    MxLayerList, MxLayers, MxRange, MxRead, MxRelease, MxStep, MxStepDone, MxWrite, SwarmStatus,
 };
 use ws_common::ctrl::Status;
 use ws_common::link::Channel;
@@ -46,6 +46,19 @@ pub struct BoardMx {
     layers: BTreeMap<u16, BoardLayer>,
     /// The answers of every step run, in order (layer, answer).
     pub steps: Vec<(u16, MxStepDone)>,
+    released: u16,
+}
+
+impl Drop for BoardMx {
+    /// The job ends: its layers are released, whether it succeeded or failed, so the next
+    /// job finds the store empty. A board that does not answer keeps them until the next
+    /// job's [`open_board`] replaces them.
+    fn drop(&mut self) {
+        let mine = self.layers.keys().fold(0u16, |m, &l| m | 1u16.checked_shl(u32::from(l)).unwrap_or(0));
+        if mine != 0 {
+            let _ = self.link.request(&MxRelease { layers: mine }, Duration::from_secs(5), 0);
+        }
+    }
 }
 
 impl std::fmt::Debug for BoardMx {
@@ -76,14 +89,59 @@ pub fn open_board(mut link: Link, name: &str) -> Result<BoardMx> {
             OptimError::Board { board: name.into(), what: format!("stayed in bulk mode {mode:?}") }.into()
         );
     }
-    let info = link.request(&MxInfo, STALL, 1)?;
+    let mut info = link.request(&MxInfo, STALL, 1)?;
+    // A job owns MemoryX's layers: what an earlier job left (it failed before its release,
+    // or its host process died) is replaced, never built on.
+    let released = info.layers;
+    if released != 0 {
+        info = link.request(&MxRelease { layers: released }, STALL, 1)?;
+    }
     Ok(BoardMx {
         link,
         name: format!("board `{name}` ({})", link_desc(&info)),
         info,
         layers: BTreeMap::new(),
         steps: Vec::new(),
+        released,
     })
+}
+
+/// The layers of `mask`, as a list for messages (`0, 1, 2`).
+pub fn layer_list(mask: u16) -> String {
+    (0..16).filter(|i| mask & (1 << i) != 0).map(|i: u16| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// What MemoryX's store holds, by layer, for `wsctl mx status` and a full store's message.
+pub fn store_usage(info: &MxInfoData, layers: &MxLayerList) -> String {
+    let used = info.store_bytes.saturating_sub(info.free_bytes);
+    let mut s = format!("{used} of {} store bytes in use", info.store_bytes);
+    if layers.count == 0 {
+        s.push_str(", no layers");
+    }
+    for l in layers.as_slice() {
+        s.push_str(&format!(
+            "; layer {}: {} parameters, {}, step {}, {} bytes",
+            l.layer,
+            l.len,
+            optimizer_name(l.opt),
+            l.at,
+            l.bytes
+        ));
+    }
+    s
+}
+
+/// The streamer's optimizer code as a name.
+pub fn optimizer_name(code: u8) -> &'static str {
+    match code {
+        0 => "sgd",
+        1 => "sgd+momentum",
+        2 => "adam",
+        3 => "adamw",
+        4 => "adam+amsgrad",
+        5 => "adamw+amsgrad",
+        _ => "unknown optimizer",
+    }
 }
 
 fn link_desc(i: &MxInfoData) -> String {
@@ -96,9 +154,29 @@ impl BoardMx {
         &self.info
     }
 
+    /// The layers an earlier job had left on the board, released when this one opened it.
+    pub fn released_at_open(&self) -> u16 {
+        self.released
+    }
+
+    /// Releases every layer this job created (they are released on drop too).
+    pub fn release(&mut self) -> Result<MxInfoData> {
+        let mine = self.layers.keys().fold(0u16, |m, &l| m | 1u16.checked_shl(u32::from(l)).unwrap_or(0));
+        self.info = self.link.request(&MxRelease { layers: mine }, STALL, 1)?;
+        self.layers.clear();
+        Ok(self.info)
+    }
+
     /// Where the board placed `layer`'s arrays, and its chunk.
     pub fn placement(&self, layer: u16) -> Option<MxLayerInfo> {
         self.layers.get(&layer).map(|l| l.placed)
+    }
+
+    /// What the store holds, by layer ([`store_usage`]).
+    pub fn usage(&mut self) -> Result<String> {
+        let info = self.link.request(&MxInfo, STALL, 1)?;
+        let layers = self.link.request(&MxLayers, STALL, 1)?;
+        Ok(store_usage(&info, &layers))
     }
 
     /// MemoryX's counters.
@@ -170,7 +248,22 @@ impl MxDevice for BoardMx {
             hyper: cfg.hyper,
             schedule: cfg.schedule,
         };
-        let placed = self.link.request(&req, STALL, 1)?;
+        let placed = match self.link.request(&req, STALL, 1) {
+            Ok(p) => p,
+            Err(e) if matches!(e.refusal(), Some(Status::StoreFull)) => {
+                let usage = self.usage().unwrap_or_else(|u| format!("(could not list the layers: {u})"));
+                return Err(OptimError::Board {
+                    board: self.name.clone(),
+                    what: format!(
+                        "has no room for layer {layer}'s {} parameters ({}): {usage}; free them with `wsctl mx clear`, or train a smaller model",
+                        cfg.len,
+                        arrays_for(&cfg.hyper).iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                }
+                .into());
+            }
+            Err(e) => return Err(e),
+        };
         self.layers.insert(layer, BoardLayer { len: cfg.len, placed, at: 0 });
         // The store holds whatever it held: every array starts at zero, as on the golden model.
         let zeros = vec![0u32; cfg.len as usize];

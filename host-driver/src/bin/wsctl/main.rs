@@ -12,6 +12,7 @@ mod link;
 mod log_echo;
 mod logs;
 mod mesh;
+mod mx;
 mod optim;
 mod peek;
 mod ping;
@@ -78,6 +79,9 @@ enum Cmd {
     /// The board's SwarmX node: ports, their state and counters; configuration; events.
     #[command(subcommand)]
     Swarm(swarm::SwarmCmd),
+    /// MemoryX's weight store: what each layer uses (status), and releasing layers (clear).
+    #[command(subcommand)]
+    Mx(mx::MxCmd),
     /// The board's wafer mesh: whole MLP training steps checked against the golden model, and
     /// training runs with MemoryX and SwarmX in the loop.
     #[command(subcommand)]
@@ -108,6 +112,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Link(c) => link::run(&ctx, c),
         Cmd::Optim(a) => optim::run(&ctx, a),
         Cmd::Swarm(c) => swarm::run(&ctx, c),
+        Cmd::Mx(c) => mx::run(&ctx, c),
         Cmd::Mesh(c) => mesh::run(&ctx, c),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),

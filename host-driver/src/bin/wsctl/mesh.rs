@@ -85,7 +85,9 @@ fn connect(ctx: &Ctx) -> Result<BoardMesh> {
     let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
     let link = Link::connect(t, Config::default(), ctx.timeout())
         .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
-    Ok(open_board(link, &board.name)?)
+    let mut dev = open_board(link, &board.name)?;
+    crate::mx::note_released(dev.mx().released_at_open());
+    Ok(dev)
 }
 
 fn train(ctx: &Ctx, a: TrainArgs) -> Result<()> {
@@ -208,6 +210,30 @@ fn step(ctx: &Ctx, a: StepArgs) -> Result<()> {
             && got.done.loss == metrics.loss
             && got.done.correct == (metrics.correct as f32).to_bits();
         bad += usize::from(!same);
+        if let Ok(d) = std::env::var("WS_DEBUG_DUMP") {
+            let f = |v: &[u32]| v.iter().map(|x| format!("{x:08x}")).collect::<Vec<_>>().join("\n");
+            std::fs::write(format!("{d}/got{step}"), f(&got.gradients)).ok();
+            std::fs::write(format!("{d}/want{step}"), f(&want)).ok();
+        }
+        if diff != 0 {
+            let idx: Vec<usize> = got
+                .gradients
+                .iter()
+                .zip(&want)
+                .enumerate()
+                .filter(|(_, (g, w))| g != w)
+                .map(|(i, _)| i)
+                .collect();
+            if let (Some(&first), Some(&last)) = (idx.first(), idx.last()) {
+                eprintln!(
+                    "step {step}: gradient words {first}..={last} of {} differ ({} of them); word {first}: board {:#010x}, golden {:#010x}",
+                    want.len(),
+                    idx.len(),
+                    got.gradients[first],
+                    want[first]
+                );
+            }
+        }
         let d = got.done;
         let util = f64::from(d.fmas) / (f64::from(d.cycles.max(1)) * f64::from(pes));
         table.row([

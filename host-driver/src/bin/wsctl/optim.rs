@@ -223,5 +223,6 @@ fn board_device(ctx: &Ctx) -> Result<Box<dyn MxDevice>> {
         .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
     let dev = open_board(link, &board.name)
         .with_context(|| format!("opening MemoryX on board `{}`", board.name))?;
+    crate::mx::note_released(dev.released_at_open());
     Ok(Box::new(dev))
 }

@@ -38,6 +38,14 @@ pub struct StartArgs {
     /// Run in this terminal instead (Ctrl-C stops it; no state file is written).
     #[arg(long)]
     foreground: bool,
+    /// Return at READY instead of waiting for the firmware to answer a ping (a board left
+    /// in its boot ROM's loader, or one to attach a debugger to before it boots).
+    #[arg(long)]
+    no_boot_wait: bool,
+    /// The simulated cycles the firmware may take to answer its first ping
+    /// [default: WS_SIM_BOOT_CYCLES or 50000000].
+    #[arg(long, value_name = "CYCLES")]
+    boot_cycles: Option<u64>,
 }
 
 pub fn run(ctx: &Ctx, cmd: SimCmd) -> Result<()> {
@@ -60,6 +68,10 @@ fn start(ctx: &Ctx, home: &SimHome, a: StartArgs) -> Result<()> {
     opts.threads = a.threads;
     opts.trace = a.trace;
     opts.port_base = a.port_base;
+    opts.boot_cycles = match (a.no_boot_wait, a.boot_cycles) {
+        (true, _) => None,
+        (false, c) => Some(c.unwrap_or_else(sim::boot_cycles)),
+    };
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&cancel);
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
@@ -78,7 +90,8 @@ fn start(ctx: &Ctx, home: &SimHome, a: StartArgs) -> Result<()> {
         eprintln!("note: {n}");
     }
     let s = &started.state;
-    println!("ws-sim running: pid {}, link {}, log {}, ctrl {}", s.pid, s.link, s.log, s.ctrl);
+    let booted = if opts.boot_cycles.is_some() { "firmware answering" } else { "not waited for boot" };
+    println!("ws-sim running ({booted}): pid {}, link {}, log {}, ctrl {}", s.pid, s.link, s.log, s.ctrl);
     println!("output: {}; stop it with `wsctl sim stop`", s.sim_log.display());
     Ok(())
 }

@@ -1,0 +1,91 @@
+//! `wsctl mx`: what MemoryX's weight store holds, and freeing it (docs/host.md "wsctl mx").
+//! Every training job releases its layers when it ends and replaces what an earlier one left,
+//! so these are for looking, and for a board whose host process died mid-job.
+
+use anyhow::{Context, Result};
+use host_driver::link::{Config, Link};
+use host_driver::optim::board::{layer_list, optimizer_name};
+use host_driver::report::Table;
+use ws_common::ctrl::cmd::{MxInfo, MxLayers, MxRelease};
+
+use crate::ctx::Ctx;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MxCmd {
+    /// The store's size and use, and a table of the layers in it.
+    Status,
+    /// Release every layer (or those of --layers): the streamer disables them and their
+    /// store is freed.
+    Clear {
+        /// Only these layers, as a bit mask (0x5 = layers 0 and 2).
+        #[arg(long, value_parser = parse_mask, default_value = "0xffff")]
+        layers: u16,
+    },
+}
+
+fn parse_mask(s: &str) -> std::result::Result<u16, String> {
+    let t = s.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u16::from_str_radix(h, 16),
+        None => t.parse::<u16>(),
+    };
+    v.map_err(|e| format!("`{s}` is not a 16-bit layer mask ({e}); write it like 0x7"))
+}
+
+/// Tells the user that opening the board released layers an earlier job left.
+pub fn note_released(mask: u16) {
+    if mask != 0 {
+        eprintln!("note: released MemoryX layers {} left on the board by an earlier job", layer_list(mask));
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: MxCmd) -> Result<()> {
+    let (board, e) = ctx.endpoints()?;
+    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+    let mut link = Link::connect(t, Config::default(), ctx.timeout())
+        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (timeout, retries) = (ctx.timeout(), ctx.global.retries);
+    if let MxCmd::Clear { layers } = cmd {
+        let before = link.request(&MxInfo, timeout, retries).context("reading MemoryX (MxInfo)")?;
+        let gone = before.layers & layers;
+        link.request(&MxRelease { layers }, timeout, retries).context("releasing layers (MxRelease)")?;
+        if gone == 0 {
+            println!("no layers to release");
+        } else {
+            println!("released layers {}", layer_list(gone));
+        }
+    }
+    let info = link.request(&MxInfo, timeout, retries).context("reading MemoryX (MxInfo)")?;
+    let list = link.request(&MxLayers, timeout, retries).context("listing MemoryX's layers (MxLayers)")?;
+    let used = info.store_bytes - info.free_bytes;
+    println!(
+        "store        {} KiB, {} bytes in use ({:.1} %), {} free",
+        info.store_bytes / 1024,
+        used,
+        100.0 * f64::from(used) / f64::from(info.store_bytes.max(1)),
+        info.free_bytes
+    );
+    println!("layer table  {} of {} entries", list.count, info.max_layers);
+    if list.count > 0 {
+        let mut t = Table::new(["layer", "params", "optimizer", "arrays", "step", "bytes"]);
+        for l in list.as_slice() {
+            let arrays: Vec<&str> = ["w", "m", "v", "vmax"]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| l.arrays & (1 << i) != 0)
+                .map(|(_, a)| *a)
+                .collect();
+            t.row([
+                l.layer.to_string(),
+                l.len.to_string(),
+                optimizer_name(l.opt).to_string(),
+                arrays.join(","),
+                l.at.to_string(),
+                l.bytes.to_string(),
+            ]);
+        }
+        print!("{}", t.render());
+        println!("free them with `wsctl mx clear`");
+    }
+    Ok(())
+}
