@@ -27,8 +27,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use host_driver::board::{Board, BoardKind};
+use host_driver::board_time::{BoardClock, Deadline};
 use host_driver::client::Client;
 use host_driver::logs::{DefmtLog, LogLine, LogStream};
+use host_driver::sim::{boot_cycles, wait_for_boot, BootPorts};
 use host_driver::transport::SimTransport;
 use ws_hdl::sim::{SimOptions, SimProcess};
 
@@ -84,8 +86,9 @@ pub fn firmware_elf() -> PathBuf {
     }
 }
 
-/// How long the firmware may take from reset to its first answer, in wall time. Generous:
-/// the simulator may be sharing two cores with a parallel build.
+/// How long a board that runs in wall time (a real one) may take from reset to its first
+/// answer. The simulated board is waited for in simulated cycles instead
+/// (`host_driver::sim::BOOT_CYCLES`), whatever the machine's speed.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Rig {
@@ -120,7 +123,7 @@ impl Rig {
             let transport = host_driver::transport::open_transport(&board)
                 .unwrap_or_else(|e| panic!("{scenario}: opening board `{}`'s link: {e}", board.name));
             let mut client = Client::new(transport);
-            wait_for_boot(scenario, &mut client);
+            wait_for_wall_clock_boot(scenario, &mut client);
             return Some(Rig { client, board, elf: firmware_elf(), log_addr: None, sim: None });
         }
         let elf = firmware_elf();
@@ -168,33 +171,55 @@ impl Rig {
     /// Waits until a log line containing `needle` appears, or `timeout` passes; returns every
     /// line read.
     pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Vec<LogLine> {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.deadline(timeout);
         loop {
             let lines = self.log_lines(Duration::from_millis(200));
-            if lines.iter().any(|l| l.message.contains(needle)) || Instant::now() > deadline {
+            if lines.iter().any(|l| l.message.contains(needle)) || deadline.expired() {
                 return lines;
             }
         }
     }
+
+    /// A wait of `wall` that, on the simulated board, also lasts `wall` ×
+    /// [`host_driver::board_time::REFERENCE_HZ`] simulated cycles, so a slow machine passes.
+    pub fn deadline(&self, wall: Duration) -> Deadline {
+        Deadline::new(wall, self.client.board_clock())
+    }
+}
+
+/// The simulator's cycle counter, followed for the waits of the clients on `sim`
+/// (`host_driver::board_time`): a wait on the simulated board is bounded in its cycles, so a
+/// slow or loaded machine passes.
+pub fn board_clock(sim: &SimProcess) -> BoardClock {
+    BoardClock::follow(sim.ctrl_addr())
+        .unwrap_or_else(|e| panic!("following the simulator's cycle counter: {e}"))
+}
+
+/// A transport to `addr`, one of `sim`'s ports (its link or its PHY), whose clients measure
+/// their waits in `sim`'s cycles.
+pub fn connect(sim: &SimProcess, addr: SocketAddr) -> SimTransport {
+    SimTransport::connect(addr)
+        .unwrap_or_else(|e| panic!("connecting to the simulator at {addr}: {e}"))
+        .with_clock(Some(board_clock(sim)))
 }
 
 /// A control client on `sim`'s host link, once the board answers a ping (see
-/// [`Rig::open`]). Scenarios that start their own simulator call it before their first
-/// command with a short timeout of its own: the boot ROM checks the image first, which takes
-/// seconds of wall time on a loaded machine. A v1 ping does not say HELLO, so the board still
-/// keeps its boot log for the first link host.
+/// [`Rig::open`]). The boot ROM checks the image first and the firmware then sets up its
+/// blocks: the wait is bounded in simulated cycles ([`host_driver::sim::boot_cycles`]). A v1
+/// ping does not say HELLO, so the board still keeps its boot log for the first link host.
 pub fn booted_client(scenario: &str, sim: &SimProcess) -> Client {
-    let transport = SimTransport::connect(sim.link_addr())
-        .unwrap_or_else(|e| panic!("{scenario}: connecting to the simulator's host link: {e}"));
-    let mut client = Client::new(Box::new(transport));
-    wait_for_boot(scenario, &mut client);
+    let ports = BootPorts { link: sim.link_addr(), ctrl: sim.ctrl_addr(), log: sim.log_addr() };
+    if let Err(e) = wait_for_boot(ports, &firmware_elf(), boot_cycles(), &mut |_| {}) {
+        panic!("{scenario}: the board did not boot: {e}");
+    }
+    let mut client = Client::new(Box::new(connect(sim, sim.link_addr())));
+    client.set_timeout(Duration::from_secs(10));
     client
 }
 
-/// Pings until the board answers (the firmware, or the boot ROM's loader, which also answers
-/// pings; either may still be starting), failing the scenario after
-/// [`BOOT_TIMEOUT`].
-fn wait_for_boot(scenario: &str, client: &mut Client) {
+/// Pings a board that runs in wall time until it answers (the firmware may still be
+/// starting), failing the scenario after [`BOOT_TIMEOUT`].
+fn wait_for_wall_clock_boot(scenario: &str, client: &mut Client) {
     let start = Instant::now();
     client.set_timeout(Duration::from_millis(500));
     loop {

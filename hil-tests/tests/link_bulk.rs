@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use hil_tests::{Needs, Rig};
 use host_driver::link::echo::{self, ECHOES, SENDS};
 use host_driver::link::{Config, Link};
-use host_driver::transport::SimTransport;
 use ws_common::ctrl::cmd::LinkCounters;
 
 fn total_bytes() -> usize {
@@ -58,7 +57,7 @@ fn every_bulk_channel_round_trips_byte_identical_clean_and_through_faults() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+    let t = hil_tests::connect(&sim, sim.phy_addr());
     let cfg = Config { max_payload: 4096, ..Config::default() };
     let mut link = Link::connect(Box::new(t), cfg, Duration::from_secs(20)).expect("HELLO");
 

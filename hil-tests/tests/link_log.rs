@@ -8,12 +8,11 @@
 //!
 //! Needs: the simulator's PHY port (a real board serves the same channel on its link).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hil_tests::{Needs, Rig};
 use host_driver::link::{Config, Link};
 use host_driver::logs::{DefmtLog, LogDecoder, LogRecord};
-use host_driver::transport::SimTransport;
 use ws_common::ctrl::cmd::LogEcho;
 
 #[test]
@@ -22,7 +21,7 @@ fn the_defmt_log_arrives_on_the_log_channel_from_boot_on() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+    let t = hil_tests::connect(&sim, sim.phy_addr());
     let mut link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(20)).expect("HELLO");
     for v in 0..3u32 {
         link.request(&LogEcho { value: 0x10c0 + v, tag: -7 }, Duration::from_secs(5), 2).expect("log-echo");
@@ -30,9 +29,9 @@ fn the_defmt_log_arrives_on_the_log_channel_from_boot_on() {
     let mut dec = LogDecoder::new(DefmtLog::from_elf(&rig.elf).expect("the firmware ELF"));
     let mut lines = Vec::new();
     let mut bytes = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = rig.deadline(Duration::from_secs(20));
     while !lines.iter().any(|m: &String| m.contains(&format!("value={}", 0x10c2))) {
-        assert!(Instant::now() < deadline, "the log-echo lines never came: {lines:#?}");
+        assert!(!deadline.expired(), "the log-echo lines never came: {lines:#?}");
         link.pump(Duration::from_millis(5)).unwrap();
         bytes.clear();
         link.endpoint().take_log(&mut bytes);

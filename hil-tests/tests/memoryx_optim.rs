@@ -22,7 +22,6 @@ use hil_tests::{Needs, Rig};
 use host_driver::link::{Config, Link};
 use host_driver::optim::files::Model;
 use host_driver::optim::{open_board, Array, LayerConfig, MxDevice};
-use host_driver::transport::SimTransport;
 use ws_common::ctrl::cmd::{BulkMode, LinkMode, MxArray, MxCreate, MxRange, MxRead, MxStep, MxWrite};
 use ws_common::ctrl::Status;
 use ws_common::golden::optim::Hyper;
@@ -204,7 +203,7 @@ fn bad_memoryx_requests_are_refused_and_lose_nothing() {
     };
     let sim = rig.sim().expect("a simulated board");
     let connect = || {
-        let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+        let t = hil_tests::connect(&sim, sim.phy_addr());
         Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO")
     };
     let mut link = connect();

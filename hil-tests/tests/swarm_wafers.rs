@@ -17,7 +17,6 @@ use std::time::Duration;
 use hil_tests::{Needs, Rig};
 use host_driver::link::{Config, Link};
 use host_driver::optim::{open_board, Array, BoardMx, Golden, LayerConfig, MxDevice};
-use host_driver::transport::SimTransport;
 use ws_common::ctrl::cmd::{SwarmConfig, SwarmEvents, SwarmStatus};
 use ws_common::ctrl::Status;
 use ws_common::golden::optim::Hyper;
@@ -79,7 +78,7 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = SimTransport::connect(sim.phy_addr()).expect("PHY port");
+    let t = hil_tests::connect(&sim, sim.phy_addr());
     let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
     let mut dev = open_board(link, "sim").expect("MemoryX");
     let cfg = LayerConfig {

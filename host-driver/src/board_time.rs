@@ -167,7 +167,12 @@ impl Deadline {
 
     /// What the wait amounted to, for messages: wall time, and the board's cycles.
     pub fn describe(&self) -> String {
-        let wall = format!("{:.1} s", self.start.elapsed().as_secs_f64());
+        let t = self.start.elapsed();
+        let wall = if t < Duration::from_secs(10) {
+            format!("{} ms", t.as_millis())
+        } else {
+            format!("{:.1} s", t.as_secs_f64())
+        };
         match &self.clock {
             None => wall,
             Some((c, _)) if c.stalled() => format!(

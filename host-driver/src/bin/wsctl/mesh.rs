@@ -210,11 +210,6 @@ fn step(ctx: &Ctx, a: StepArgs) -> Result<()> {
             && got.done.loss == metrics.loss
             && got.done.correct == (metrics.correct as f32).to_bits();
         bad += usize::from(!same);
-        if let Ok(d) = std::env::var("WS_DEBUG_DUMP") {
-            let f = |v: &[u32]| v.iter().map(|x| format!("{x:08x}")).collect::<Vec<_>>().join("\n");
-            std::fs::write(format!("{d}/got{step}"), f(&got.gradients)).ok();
-            std::fs::write(format!("{d}/want{step}"), f(&want)).ok();
-        }
         if diff != 0 {
             let idx: Vec<usize> = got
                 .gradients
