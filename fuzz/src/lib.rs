@@ -295,7 +295,9 @@ pub fn ctrl_request(data: &[u8]) {
 /// above has no data plane to reach: each takes the raw bytes as a request body without
 /// panicking, and a body it accepts re-encodes to the same bytes (every layout is exact).
 fn data_plane_requests(data: &[u8]) {
-    use ws_common::ctrl::cmd::{MeshSetup, MeshStep, MeshTrain, MxCreate, MxStep, SwarmConfig};
+    use ws_common::ctrl::cmd::{
+        MeshSetup, MeshStep, MeshTrain, MxCreate, MxLayers, MxRelease, MxStep, SwarmConfig,
+    };
     use ws_common::ctrl::Command;
     fn roundtrip<'a, C: Command<'a> + core::fmt::Debug>(data: &'a [u8]) {
         if let Ok(q) = C::decode(data) {
@@ -308,6 +310,10 @@ fn data_plane_requests(data: &[u8]) {
     roundtrip::<MeshStep>(data);
     roundtrip::<MeshTrain>(data);
     roundtrip::<MxStep>(data);
+    roundtrip::<MxRelease>(data);
+    roundtrip::<MxLayers>(data);
+    // The host's side of the new answers: any bytes decode or are refused, never panic.
+    let _ = MxLayers::decode_response(data);
     let _ = MxCreate::decode(data);
     let _ = SwarmConfig::decode(data);
 }

@@ -44,9 +44,9 @@ fn optim_job(sim: &SimProcess, g: &mut Gen, what: &str) {
     let wafers = (g.bits() % 4) as u32;
     let hyper = match g.bits() % 4 {
         0 => Hyper::SGD,
-        1 => Hyper { momentum: 0.9, nesterov: g.bits() % 2 == 0, ..Hyper::SGD },
+        1 => Hyper { momentum: 0.9, nesterov: g.bits().is_multiple_of(2), ..Hyper::SGD },
         2 => Hyper::ADAM,
-        _ => Hyper { amsgrad: g.bits() % 2 == 0, ..Hyper::ADAMW },
+        _ => Hyper { amsgrad: g.bits().is_multiple_of(2), ..Hyper::ADAMW },
     };
     let steps = 1 + (g.bits() % 3) as u32;
     let (m, gr) = example_wafers(g.bits(), wafers).expect("example files");
@@ -95,7 +95,7 @@ fn train_job(sim: &SimProcess, g: &mut Gen, what: &str) {
         dims: vec![16, 24, 12, 5],
         batch_per_pe: 1 + (g.bits() % 4) as usize,
         steps: 2,
-        hyper: if g.bits() % 2 == 0 { Hyper::ADAM } else { Hyper { momentum: 0.9, ..Hyper::SGD } },
+        hyper: if g.bits().is_multiple_of(2) { Hyper::ADAM } else { Hyper { momentum: 0.9, ..Hyper::SGD } },
         lr: 0.02,
         seed: g.bits(),
         verify: true,
@@ -121,7 +121,7 @@ fn swarm_job(sim: &SimProcess, g: &mut Gen, what: &str) {
     let q = SwarmConfig {
         mask,
         dtype: (g.bits() % 2) as u8,
-        scale: g.bits() % 2 == 0,
+        scale: g.bits().is_multiple_of(2),
         timeout: 5_000,
         dead: 0b10,
     };

@@ -57,7 +57,7 @@ fn every_bulk_channel_round_trips_byte_identical_clean_and_through_faults() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let cfg = Config { max_payload: 4096, ..Config::default() };
     let mut link = Link::connect(Box::new(t), cfg, Duration::from_secs(20)).expect("HELLO");
 

@@ -21,7 +21,7 @@ fn the_defmt_log_arrives_on_the_log_channel_from_boot_on() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let mut link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(20)).expect("HELLO");
     for v in 0..3u32 {
         link.request(&LogEcho { value: 0x10c0 + v, tag: -7 }, Duration::from_secs(5), 2).expect("log-echo");

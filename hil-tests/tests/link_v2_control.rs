@@ -23,7 +23,7 @@ fn control_over_link_v2_survives_faults_and_runs_each_request_once() {
     };
     let sim = rig.sim().expect("a simulated board");
     // The link engine's PHY, beside the rig's v1 client on the host-link bytes.
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let mut link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(20)).expect("HELLO");
     let LinkState::Up { max_payload, window, resumed } = link.endpoint().state().clone() else {
         unreachable!()

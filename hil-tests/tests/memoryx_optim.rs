@@ -203,7 +203,7 @@ fn bad_memoryx_requests_are_refused_and_lose_nothing() {
     };
     let sim = rig.sim().expect("a simulated board");
     let connect = || {
-        let t = hil_tests::connect(&sim, sim.phy_addr());
+        let t = hil_tests::connect(sim, sim.phy_addr());
         Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO")
     };
     let mut link = connect();

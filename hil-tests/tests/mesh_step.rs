@@ -26,7 +26,7 @@ fn mlp_steps_on_the_board_mesh_are_bit_exact_and_bad_shapes_are_refused() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
     let mut dev = open_board(link, "sim").expect("the mesh");
 
@@ -103,7 +103,7 @@ fn a_training_run_with_memoryx_and_swarmx_in_the_loop_is_bit_exact() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
     let mut dev = open_board(link, "sim").expect("the mesh");
 

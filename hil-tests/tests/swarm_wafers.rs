@@ -78,7 +78,7 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
         return;
     };
     let sim = rig.sim().expect("a simulated board");
-    let t = hil_tests::connect(&sim, sim.phy_addr());
+    let t = hil_tests::connect(sim, sim.phy_addr());
     let link = Link::connect(Box::new(t), Config::default(), Duration::from_secs(30)).expect("HELLO");
     let mut dev = open_board(link, "sim").expect("MemoryX");
     let cfg = LayerConfig {

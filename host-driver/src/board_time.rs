@@ -77,7 +77,7 @@ impl BoardClock {
         self.ctrl
     }
 
-    /// The last cycle count read (at most [`SAMPLE_EVERY`] old).
+    /// The last cycle count read (at most 50 ms old).
     pub fn cycles(&self) -> u64 {
         self.shared.cycles.load(Ordering::Relaxed)
     }
