@@ -249,7 +249,8 @@ fn link_loader(ctx: &Ctx) -> Result<LinkLoader> {
         SimOptions { loader: true, elf: None, quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) };
     std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
     let sim = SimProcess::start(&opts)?;
-    let mut client = Client::new(Box::new(SimTransport::connect(sim.link_addr())?));
+    let clock = host_driver::board_time::BoardClock::follow(sim.ctrl_addr()).ok();
+    let mut client = Client::new(Box::new(SimTransport::connect(sim.link_addr())?.with_clock(clock)));
     client.set_timeout(std::time::Duration::from_secs(10));
     client.ping(1)?;
     let cycle = |sim: &SimProcess| -> Result<f64> {
@@ -317,8 +318,12 @@ fn soc_echo_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
     let sim = SimProcess::start(&SimOptions { quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) })?;
     let cfg = Config { max_payload: 4096, ..Config::default() };
-    let mut link =
-        Link::connect(Box::new(SimTransport::connect(sim.phy_addr())?), cfg, Duration::from_secs(20))?;
+    let clock = host_driver::board_time::BoardClock::follow(sim.ctrl_addr()).ok();
+    let mut link = Link::connect(
+        Box::new(SimTransport::connect(sim.phy_addr())?.with_clock(clock)),
+        cfg,
+        Duration::from_secs(20),
+    )?;
     let cycle = |sim: &SimProcess| -> Result<f64> {
         Ok(sim.stats()?["cycle"].as_u64().context("ws-sim stats without `cycle`")? as f64)
     };
