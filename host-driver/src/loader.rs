@@ -285,13 +285,15 @@ fn wait_for(
     what: &'static str,
     mut f: impl FnMut(&mut Client) -> Result<()>,
 ) -> Result<()> {
-    let start = Instant::now();
+    // In board time on the simulator (`crate::board_time`): the loader's CRC and the
+    // firmware's start-up are cycles of work.
+    let deadline = crate::board_time::Deadline::new(limit, client.board_clock());
     let saved = client.timeout();
     client.set_timeout(saved.min(Duration::from_millis(500)));
     let result = loop {
         match f(client) {
             Ok(()) => break Ok(()),
-            Err(e) if start.elapsed() < limit && (e.is_timeout() || e.refusal().is_some()) => {
+            Err(e) if !deadline.expired() && (e.is_timeout() || e.refusal().is_some()) => {
                 // A stale answer of the old side, or nothing yet: drop what is queued, retry.
                 let _ = client.drain(Duration::from_millis(20));
             }

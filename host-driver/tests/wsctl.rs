@@ -47,7 +47,10 @@ fn serve_log(log: TcpListener, bytes: Vec<u8>) {
 }
 
 /// Serves the control port; `quit` calls `on_quit` after answering.
-fn serve_ctrl(ctrl: TcpListener, ignore_quit: bool, on_quit: fn()) {
+/// The control port; with `advancing` its cycle counter runs at 1 M cycles/s from 123456,
+/// else it stands at 123456.
+fn serve_ctrl(ctrl: TcpListener, ignore_quit: bool, advancing: bool, on_quit: fn()) {
+    let t0 = std::time::Instant::now();
     std::thread::spawn(move || {
         for conn in ctrl.incoming() {
             let Ok(s) = conn else { continue };
@@ -55,9 +58,10 @@ fn serve_ctrl(ctrl: TcpListener, ignore_quit: bool, on_quit: fn()) {
                 let mut w = s.try_clone().unwrap();
                 for line in BufReader::new(s).lines() {
                     let Ok(line) = line else { break };
+                    let cycle = 123_456 + if advancing { t0.elapsed().as_micros() as u64 } else { 0 };
                     let reply = match line.trim() {
                         "stats" => format!(
-                            r#"{{"ok":true,"cycle":123456,"sim_hz":1400000.0,"clock_hz":50000000,"idle":true,"core_sleep":true,"link_rx_bytes":10,"link_tx_bytes":20,"log_bytes":30,"pid":{}}}"#,
+                            r#"{{"ok":true,"cycle":{cycle},"sim_hz":1400000.0,"clock_hz":50000000,"idle":true,"core_sleep":true,"link_rx_bytes":10,"link_tx_bytes":20,"log_bytes":30,"pid":{}}}"#,
                             std::process::id()
                         ),
                         "quit" if !ignore_quit => r#"{"ok":true,"cycle":123999}"#.into(),
@@ -94,7 +98,7 @@ fn fake_board(log: Vec<u8>) -> (SocketAddr, FakeBoard) {
     let board = FakeBoard::new();
     serve_link(link, board.clone());
     serve_log(logp, log);
-    serve_ctrl(ctrl, false, || {});
+    serve_ctrl(ctrl, false, false, || {});
     (addr, board)
 }
 
@@ -222,9 +226,13 @@ fn fake_ws_sim_entry() {
         std::process::id()
     );
     std::io::stdout().flush().unwrap();
-    serve_link(link, FakeBoard::new());
+    // FAKE_WS_SIM_MUTE: a board whose firmware never answers, while its clock runs.
+    let mute = std::env::var_os("FAKE_WS_SIM_MUTE").is_some();
+    let board = FakeBoard::new();
+    board.set_mute(mute);
+    serve_link(link, board);
     serve_log(log, Vec::new());
-    serve_ctrl(ctrl, std::env::var_os("FAKE_WS_SIM_IGNORE_QUIT").is_some(), || {
+    serve_ctrl(ctrl, std::env::var_os("FAKE_WS_SIM_IGNORE_QUIT").is_some(), mute, || {
         std::thread::sleep(Duration::from_millis(50));
         std::process::exit(0)
     });
@@ -297,10 +305,35 @@ impl Drop for SimDir {
 }
 
 #[test]
+fn sim_start_waits_for_the_firmware_in_simulated_cycles() {
+    // The firmware never answers; the clock runs at 1 M cycles/s. The wait ends after the
+    // cycles asked for, not a wall time, and says what it saw.
+    let sim = SimDir::new("noboot", &[("FAKE_WS_SIM_MUTE", "1")]);
+    let err = fails(&sim.run(&[
+        "sim",
+        "start",
+        "--elf",
+        &sim.elf(),
+        "--port-base",
+        "0",
+        "--boot-cycles",
+        "400000",
+    ]));
+    assert!(err.contains("the firmware did not answer a ping within"), "{err}");
+    assert!(err.contains("limit 400000") && err.contains("WS_SIM_BOOT_CYCLES"), "{err}");
+    assert!(err.contains("the board's log ended with"), "{err}");
+    // The simulator that never booted was stopped, and no state was left.
+    assert!(!sim.dir.join("state/state.json").exists(), "a state file was left");
+    // Without the wait, it starts (a board left in its loader is reached this way).
+    let out = ok(&sim.run(&["sim", "start", "--elf", &sim.elf(), "--port-base", "0", "--no-boot-wait"]));
+    assert!(out.contains("ws-sim running (not waited for boot)"), "{out}");
+}
+
+#[test]
 fn sim_start_status_use_stop() {
     let sim = SimDir::new("lifecycle", &[]);
     let out = ok(&sim.run(&["sim", "start", "--elf", &sim.elf(), "--port-base", "0"]));
-    assert!(out.contains("ws-sim running: pid"), "{out}");
+    assert!(out.contains("ws-sim running (firmware answering): pid"), "{out}");
     let state = sim.state();
     let pid = state["pid"].as_u64().unwrap();
     assert!(state["link"].as_str().unwrap().starts_with("127.0.0.1:"));
@@ -377,7 +410,7 @@ fn ctrl_client_talks_to_the_fake() {
     let (link, _, ctrl) = consecutive_ports();
     drop(link);
     let addr = ctrl.local_addr().unwrap();
-    serve_ctrl(ctrl, false, || {});
+    serve_ctrl(ctrl, false, false, || {});
     let mut c = host_driver::sim::SimCtrl::connect(addr).unwrap();
     assert_eq!(c.stats().unwrap().cycle, 123456);
     let e = c.request("frob").unwrap_err().to_string();

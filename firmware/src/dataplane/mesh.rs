@@ -37,13 +37,16 @@ struct Counts {
     fmas: u32,
     cycles: u32,
     grad: u32,
+    /// Weight words the array took (op 4, or SwarmX's port with CTRL.swarm).
+    feed: u32,
 }
 
 impl Counts {
     fn read(hw: &MeshHw, s: &Setup) -> Self {
         let pes = u32::from(s.plan.rows) * u32::from(s.plan.cols);
         let fmas = (0..pes).fold(0u32, |a, r| a.wrapping_add(hw.counter(group::FMAS, r)));
-        Counts { fmas, cycles: hw.counter(group::CYCLES, 0), grad: hw.words().2 }
+        let (feed, _, grad) = hw.words();
+        Counts { fmas, cycles: hw.counter(group::CYCLES, 0), grad, feed }
     }
 }
 
@@ -526,8 +529,20 @@ impl MemoryXPlane {
             return Err(Status::DeviceFault);
         }
         let now = Counts::read(hw, s);
+        // The words in and out must be exactly the step's: a count that differs means a
+        // stream carried words of another step (or lost some), and the numbers are not used.
         let grad_words = now.grad.wrapping_sub(start.grad);
-        if grad_words != s.plan.grad_words {
+        let weight_words = now.feed.wrapping_sub(start.feed);
+        if grad_words != s.plan.grad_words || weight_words != s.plan.weight_words {
+            #[cfg(feature = "defmt")]
+            defmt::warn!(
+                "mesh: step {=u16} took {=u32} weight words (want {=u32}) and gave {=u32} gradient words (want {=u32})",
+                step,
+                weight_words,
+                s.plan.weight_words,
+                grad_words,
+                s.plan.grad_words
+            );
             return Err(Status::DeviceFault);
         }
         Ok(MeshStepDone {

@@ -77,7 +77,9 @@ pub fn run(
     let mut got_sha: [Sha256; 3] = Default::default();
     let mut buf = vec![0u8; 256 << 10];
     let start = Instant::now();
-    let (mut last_move, mut last_total, mut last_print) = (start, 0usize, start);
+    // A stall is measured in board time too: a slow simulator is not a stuck one.
+    let mut last_move = crate::board_time::Deadline::new(stall, link.board_clock());
+    let (mut last_total, mut last_print) = (0usize, start);
     loop {
         for i in 0..3 {
             if pending[i].is_empty() && sent[i] < per {
@@ -110,20 +112,22 @@ pub fn run(
             }
         }
         let total: usize = got.iter().sum();
-        let now = Instant::now();
         if total == 3 * per {
             break;
         }
         if total > last_total {
-            (last_move, last_total) = (now, total);
-        } else if now.duration_since(last_move) > stall {
+            last_total = total;
+            last_move.restart();
+        } else if last_move.expired() {
             return Err(ProtocolError::Echo(format!(
-                "no echoed byte for {stall:?} at {total} of {} B (sent {sent:?}, echoed {got:?}); endpoint {:?}",
+                "no echoed byte for {} at {total} of {} B (sent {sent:?}, echoed {got:?}); endpoint {:?}",
+                last_move.describe(),
                 3 * per,
                 link.endpoint().stats()
             ))
             .into());
         }
+        let now = Instant::now();
         if now.duration_since(last_print) >= Duration::from_millis(500) {
             last_print = now;
             progress(total, 3 * per);

@@ -310,12 +310,12 @@ impl MxDevice for BoardMx {
         }
         // The answer comes once the board has queued every word; the last may still be on
         // the wire.
-        let deadline = std::time::Instant::now() + STALL;
+        let deadline = crate::board_time::Deadline::new(STALL, self.link.board_clock());
         while got.len() < want {
             self.link.pump(Duration::from_millis(2))?;
             let before = got.len();
             take(self.link.endpoint(), &mut got)?;
-            if got.len() == before && std::time::Instant::now() > deadline {
+            if got.len() == before && deadline.expired() {
                 return Err(OptimError::Board {
                     board: self.name.clone(),
                     what: format!("sent {} of the {want} bytes of its MxRead answer", got.len()),
