@@ -234,6 +234,49 @@ fn wait_for_wall_clock_boot(scenario: &str, client: &mut Client) {
     client.set_timeout(Duration::from_secs(10));
 }
 
+/// The real `wsctl` (beside `ws-sim`, both built by `cargo xtask build`) pointed at a
+/// simulator on a fixed port block, as a user's commands find a board's own simulator:
+/// `--addr` names the link port, and the log, control and PHY ports follow it.
+#[derive(Debug, Clone)]
+pub struct Wsctl {
+    bin: PathBuf,
+    addr: String,
+}
+
+impl Wsctl {
+    /// `wsctl` for the simulator whose ports start at `base`.
+    pub fn at(base: u16) -> Self {
+        let sim = SimProcess::binary().expect("ws-sim (run `cargo xtask build`)");
+        let bin = sim.with_file_name("wsctl");
+        assert!(bin.is_file(), "{} does not exist: run `cargo xtask build`", bin.display());
+        Self { bin, addr: format!("127.0.0.1:{base}") }
+    }
+
+    /// Runs `wsctl ARGS` with a 5 s request timeout (in board time: `host_driver::board_time`).
+    pub fn output<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> std::process::Output {
+        std::process::Command::new(&self.bin)
+            .args(["--addr", &self.addr, "--timeout-ms", "5000"])
+            .args(args)
+            .output()
+            .expect("running wsctl")
+    }
+
+    /// Runs it, which must succeed; returns its stdout.
+    pub fn ok<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(&self, args: &[S]) -> String {
+        let out = self.output(args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "wsctl {args:?} failed:\n{stdout}\n{stderr}");
+        stdout.into_owned()
+    }
+
+    /// Runs it, which must fail; returns its stderr.
+    pub fn fails<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(&self, args: &[S]) -> String {
+        let out = self.output(args);
+        assert!(!out.status.success(), "wsctl {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
 fn skip(scenario: &str, why: &str) -> Option<Rig> {
     eprintln!("SKIPPED {scenario}: {why}");
     None

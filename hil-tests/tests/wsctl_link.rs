@@ -9,42 +9,17 @@
 //! port at base + 4 as it does for a board's own simulator. Needs: the simulator and the
 //! `wsctl` binary beside `ws-sim` (both built by `cargo xtask build`).
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use ws_hdl::sim::{SimOptions, SimProcess};
 
 const BASE: u16 = 7650;
 
-fn wsctl_bin() -> PathBuf {
-    let sim = SimProcess::binary().expect("ws-sim (run `cargo xtask build`)");
-    let bin = sim.with_file_name("wsctl");
-    assert!(bin.is_file(), "{} does not exist: run `cargo xtask build`", bin.display());
-    bin
-}
-
-/// Runs wsctl against the simulator's port block.
-fn run_wsctl(args: &[&str]) -> std::process::Output {
-    let addr = format!("127.0.0.1:{BASE}");
-    Command::new(wsctl_bin())
-        .args(["--addr", &addr, "--timeout-ms", "5000"])
-        .args(args)
-        .output()
-        .expect("running wsctl")
-}
-
 fn wsctl(args: &[&str]) -> String {
-    let out = run_wsctl(args);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "wsctl {args:?} failed:\n{stdout}\n{stderr}");
-    stdout.into_owned()
+    hil_tests::Wsctl::at(BASE).ok(args)
 }
 
 /// Runs wsctl expecting it to fail; returns its stderr.
 fn wsctl_fails(args: &[&str]) -> String {
-    let out = run_wsctl(args);
-    assert!(!out.status.success(), "wsctl {args:?} succeeded:\n{}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    hil_tests::Wsctl::at(BASE).fails(args)
 }
 
 #[test]

@@ -18,6 +18,8 @@
 //! - [`endpoints`]: which addresses to talk to (command line, running simulator, board file).
 //! - [`sim`]: starting, querying and stopping a background `ws-sim`, and its control port.
 //! - [`loader`]: flashing through the boot ROM's link loader, and the firmware image format.
+//! - [`main_run`]: the `wsctl` commands of the main job, run by `cargo xtask run` and the
+//!   regression test that runs it job after job on one board.
 //! - [`logs`]: defmt log decoding against the firmware ELF, with source locations.
 //! - [`jtag`]: probe-rs over JTAG: our probe driver for the simulator's JTAG server (XVC,
 //!   remote_bitbang), the board's target description, and a [`Debugger`](jtag::Debugger).
@@ -40,6 +42,7 @@ pub mod jtag;
 pub mod link;
 pub mod loader;
 pub mod logs;
+pub mod main_run;
 pub mod mesh;
 pub mod optim;
 pub mod parse;

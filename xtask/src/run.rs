@@ -1,11 +1,12 @@
 //! `cargo xtask run` and `cargo xtask sim`.
 //!
 //! `run` drives the board the way a person would, with the real CLI, and echoes each
-//! command so it can be repeated by hand: start the simulator with the firmware, wait for
-//! the board to answer, print its identity table, run the optimizer half of a training run
-//! (three wafers' gradients summed by SwarmX into MemoryX's Adam, 20 steps, checked word for
-//! word against the golden model), print SwarmX's port table and the decoded firmware log,
-//! stop.
+//! command so it can be repeated by hand: start the simulator with the firmware (it returns
+//! once the board answers), then the main job's commands (`host_driver::main_run`): the
+//! identity table, the optimizer half of a training run (three wafers' gradients summed by
+//! SwarmX into MemoryX's Adam, checked word for word against the golden model), SwarmX's port
+//! table, whole mesh steps, a training run on the wafer with MemoryX and SwarmX in the loop,
+//! MemoryX's store; then the decoded firmware log, and stop.
 
 use crate::util::{step, Ctx};
 use anyhow::{bail, Context, Result};
@@ -31,59 +32,17 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     // A simulator left running by an earlier `wsctl sim start` would hold the ports and the
     // old firmware; replace it.
     let _ = Command::new(ctx.bin("wsctl")).current_dir(&ctx.root).args(["sim", "stop"]).output();
+    // Returns once the firmware answers (a wait bounded in simulated cycles).
     wsctl(ctx, &["sim", "start", "--elf", elf])?;
     let result = (|| {
-        wsctl(ctx, &["ping", "--count", "3"])?;
-        step("board identity");
-        wsctl(ctx, &["info"])?;
-        step("training run: 3 wafers' gradients summed by SwarmX, Adam applied by MemoryX, 20 steps");
-        let dir = ctx.root.join("target/run");
-        let d = |f: &str| dir.join(f).display().to_string();
-        wsctl(ctx, &["optim", "example", "--wafers", "3", "--out-dir", &d("")])?;
-        wsctl(
-            ctx,
-            &[
-                "optim",
-                "--model",
-                &d("model.safetensors"),
-                "--grads",
-                &d("grads.safetensors"),
-                "--steps",
-                "20",
-                "--optimizer",
-                "adam",
-                "--lr",
-                "0.01",
-                "--workers",
-                "3",
-                "--wafers",
-                "3",
-                "--out",
-                &d("result.safetensors"),
-                "--verify",
-            ],
-        )?;
-        wsctl(ctx, &["swarm", "status"])?;
-        step("wafer mesh: whole MLP training steps (forward, loss, backward) on the SoC's 2x2 mesh");
-        wsctl(ctx, &["mesh", "step", "--dims", "16,24,12,5", "--batch-per-pe", "4", "--steps", "2"])?;
-        step(
-            "training run on the wafer: MemoryX streams the weights through SwarmX to the mesh, the mesh's \
-             gradients go back through SwarmX into Adam, 20 steps",
-        );
-        wsctl(
-            ctx,
-            &[
-                "mesh",
-                "train",
-                "--dims",
-                "16,24,12,5",
-                "--steps",
-                "20",
-                "--verify",
-                "--checkpoint",
-                &d("mesh.safetensors"),
-            ],
-        )?;
+        // The main job's commands, the list the jobs_in_a_row regression test runs too.
+        for job in host_driver::main_run::jobs(&ctx.root.join("target/run"), 1) {
+            if let Some(title) = job.title {
+                step(title);
+            }
+            let args: Vec<&str> = job.args.iter().map(String::as_str).collect();
+            wsctl(ctx, &args)?;
+        }
         step("firmware log (defmt, decoded against the ELF)");
         wsctl(ctx, &["logs", "--elf", elf])?;
         step("simulator");
