@@ -165,9 +165,10 @@ impl Deadline {
         self.start.elapsed()
     }
 
-    /// What the wait amounted to, for messages: wall time, and the board's cycles.
+    /// What the wait amounted to, for messages: wall time (at least the wait's own, which a
+    /// transport that answers "nothing" at once stands for), and the board's cycles.
     pub fn describe(&self) -> String {
-        let t = self.start.elapsed();
+        let t = self.start.elapsed().max(self.wall);
         let wall = if t < Duration::from_secs(10) {
             format!("{} ms", t.as_millis())
         } else {
