@@ -182,6 +182,9 @@ impl StartOptions {
 pub struct Started {
     /// What was recorded.
     pub state: SimState,
+    /// When the firmware first answered: the simulator's cycle count and the wall time since
+    /// READY (`None` when the start did not wait for it).
+    pub booted: Option<(u64, Duration)>,
     /// Things worth telling a person (a stale state file cleaned up, say).
     pub notes: Vec<String>,
 }
@@ -378,6 +381,7 @@ impl SimHome {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
+        let ready_at = Instant::now();
         let booted = match (&outcome, opts.boot_cycles) {
             (Ok(r), Some(limit)) => {
                 let ports = BootPorts { link: r.link, ctrl: r.ctrl, log: r.log };
@@ -390,18 +394,21 @@ impl SimHome {
                         ));
                     }
                 };
-                wait_for_boot(ports, &opts.elf, limit, &mut show).map(Some)
+                wait_for_boot(ports, &opts.elf, limit, &mut show).map(|c| Some((c, ready_at.elapsed())))
             }
             _ => Ok(None),
         };
         if let Some(pb) = spinner {
             pb.finish_and_clear();
         }
-        if let Err(e) = booted {
-            process::kill_group(child.id(), true);
-            let _ = child.wait();
-            return Err(e);
-        }
+        let booted = match booted {
+            Ok(b) => b,
+            Err(e) => {
+                process::kill_group(child.id(), true);
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         let ready = outcome?;
         let pid = child.id();
         if ready.pid.is_some_and(|p| p != pid) {
@@ -422,7 +429,7 @@ impl SimHome {
             args,
         };
         self.write_state(&state)?;
-        Ok(Started { state, notes })
+        Ok(Started { state, notes, booted })
     }
 
     /// The recorded simulator, alive, with its control port's statistics.

@@ -333,7 +333,7 @@ fn sim_start_waits_for_the_firmware_in_simulated_cycles() {
 fn sim_start_status_use_stop() {
     let sim = SimDir::new("lifecycle", &[]);
     let out = ok(&sim.run(&["sim", "start", "--elf", &sim.elf(), "--port-base", "0"]));
-    assert!(out.contains("ws-sim running (firmware answering): pid"), "{out}");
+    assert!(out.contains("ws-sim running (firmware answering at cycle 0.12 M"), "{out}");
     let state = sim.state();
     let pid = state["pid"].as_u64().unwrap();
     assert!(state["link"].as_str().unwrap().starts_with("127.0.0.1:"));

@@ -90,7 +90,14 @@ fn start(ctx: &Ctx, home: &SimHome, a: StartArgs) -> Result<()> {
         eprintln!("note: {n}");
     }
     let s = &started.state;
-    let booted = if opts.boot_cycles.is_some() { "firmware answering" } else { "not waited for boot" };
+    let booted = match started.booted {
+        Some((cycles, wall)) => format!(
+            "firmware answering at cycle {:.2} M, {:.1} s after READY",
+            cycles as f64 / 1e6,
+            wall.as_secs_f64()
+        ),
+        None => "not waited for boot".into(),
+    };
     println!("ws-sim running ({booted}): pid {}, link {}, log {}, ctrl {}", s.pid, s.link, s.log, s.ctrl);
     println!("output: {}; stop it with `wsctl sim stop`", s.sim_log.display());
     Ok(())
