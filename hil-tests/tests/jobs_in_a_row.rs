@@ -56,5 +56,8 @@ fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
         let status = wsctl.ok(&["mx", "status"]);
         assert!(status.contains("layer table  0 of"), "pass {pass}: layers left behind:\n{status}");
     }
+    // Nothing left to free by hand.
+    let out = wsctl.ok(&["mx", "clear"]);
+    assert!(out.contains("no layers to release") && out.contains("layer table  0 of"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }

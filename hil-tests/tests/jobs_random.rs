@@ -17,7 +17,7 @@ use host_driver::link::{Config, Link};
 use host_driver::mesh::{golden_step, Gen, TrainRun};
 use host_driver::optim::files::{example_wafers, Grads, Model};
 use host_driver::optim::{self, Golden, LayerConfig, MxDevice, RunReport};
-use ws_common::ctrl::cmd::{SwarmConfig, SwarmStatus};
+use ws_common::ctrl::cmd::{MxLayers, MxRelease, SwarmConfig, SwarmStatus};
 use ws_common::golden::optim::Hyper;
 use ws_common::golden::schedule::Schedule;
 use ws_hdl::sim::SimProcess;
@@ -147,9 +147,26 @@ fn dead_host_job(sim: &SimProcess, g: &mut Gen, what: &str) {
     dev.create_layer(1, &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
     // The process dies: no release.
     std::mem::forget(dev);
+    // What `wsctl mx status` shows: both layers, Adam's three arrays of whole store beats.
+    let mut l = link(sim);
+    let list = l.request(&MxLayers, Duration::from_secs(5), 1).expect("MxLayers");
+    let beats = cfg.len.div_ceil(8) * 32;
+    let got: Vec<(u16, u8, u8, u32, u32, u32)> =
+        list.as_slice().iter().map(|x| (x.layer, x.opt, x.arrays, x.len, x.at, x.bytes)).collect();
+    assert_eq!(got, [(0, 2, 0b111, cfg.len, 0, 3 * beats), (1, 2, 0b111, cfg.len, 0, 3 * beats)], "{what}");
+    // `wsctl mx clear --layers 0x1`: layer 0 goes, layer 1 stays; a layer that is not there is
+    // skipped.
+    let info = l.request(&MxRelease { layers: 0b101 }, Duration::from_secs(5), 1).expect("MxRelease");
+    assert_eq!(info.layers, 0b10, "{what}");
+    assert_eq!(info.free_bytes, info.store_bytes - 3 * beats, "{what}: layer 0's store is free");
+    drop(l);
     let dev = optim::open_board(link(sim), "sim").expect("MemoryX");
-    assert_eq!(dev.released_at_open(), 0b11, "{what}: the next job replaces the dead job's layers");
-    assert_eq!(dev.info().layers, 0, "{what}: and finds the table empty");
+    assert_eq!(dev.released_at_open(), 0b10, "{what}: the next job replaces the dead job's layers");
+    assert_eq!(
+        (dev.info().layers, dev.info().free_bytes),
+        (0, dev.info().store_bytes),
+        "{what}: and finds all free"
+    );
 }
 
 #[test]
