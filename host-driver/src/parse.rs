@@ -30,6 +30,12 @@ pub fn parse_u64(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("`{s}` is not a number ({e}); use e.g. 4096 or 0x1000"))
 }
 
+/// Parses a 16-bit mask (ports, layers) in the forms [`parse_u64`] accepts (`0x0f`).
+pub fn parse_mask16(s: &str) -> Result<u16, String> {
+    let v = parse_u64(s)?;
+    u16::try_from(v).map_err(|_| format!("`{s}` is not a 16-bit mask; write it like 0x0f"))
+}
+
 /// Parses a length in bytes: a number as [`parse_u64`], optionally with `K`/`KiB` or
 /// `M`/`MiB` (powers of 1024).
 pub fn parse_len(s: &str) -> Result<usize, String> {
@@ -77,6 +83,14 @@ impl std::str::FromStr for HexBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masks_parse_in_hex_and_decimal() {
+        assert_eq!(parse_mask16("0x0f"), Ok(15));
+        assert_eq!(parse_mask16("7"), Ok(7));
+        assert!(parse_mask16("0x10000").unwrap_err().contains("16-bit mask"));
+        assert!(parse_mask16("ports").is_err());
+    }
 
     #[test]
     fn numbers() {

@@ -18,18 +18,9 @@ pub enum MxCmd {
     /// store is freed.
     Clear {
         /// Only these layers, as a bit mask (0x5 = layers 0 and 2).
-        #[arg(long, value_parser = parse_mask, default_value = "0xffff")]
+        #[arg(long, value_parser = host_driver::parse::parse_mask16, default_value = "0xffff")]
         layers: u16,
     },
-}
-
-fn parse_mask(s: &str) -> std::result::Result<u16, String> {
-    let t = s.trim();
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u16::from_str_radix(h, 16),
-        None => t.parse::<u16>(),
-    };
-    v.map_err(|e| format!("`{s}` is not a 16-bit layer mask ({e}); write it like 0x7"))
 }
 
 /// Tells the user that opening the board released layers an earlier job left.

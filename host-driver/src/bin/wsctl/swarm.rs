@@ -18,7 +18,7 @@ pub enum SwarmCmd {
     /// timeout. Clears the ports the firmware masked.
     Config {
         /// Active ports as a bit mask (0x0f = ports 0..3).
-        #[arg(long, value_parser = parse_mask)]
+        #[arg(long, value_parser = host_driver::parse::parse_mask16)]
         mask: u16,
         /// Wire format: fp32, bf16 (bf16 in, fp32 sums) or bf16-out (bf16 in and out).
         #[arg(long, default_value = "fp32", value_parser = ["fp32", "bf16", "bf16-out"])]
@@ -32,20 +32,11 @@ pub enum SwarmCmd {
         /// Fault injection for rigs: wafers (a port mask) whose gradients the board reads and
         /// never sends in multi-wafer optimizer steps (`wsctl optim --wafers`), as if they had
         /// stopped answering. The node times them out and the firmware masks them.
-        #[arg(long, value_parser = parse_mask, default_value = "0")]
+        #[arg(long, value_parser = host_driver::parse::parse_mask16, default_value = "0")]
         inject_dead: u16,
     },
     /// The firmware's events since the last read: aborted chunks, masked ports.
     Events,
-}
-
-fn parse_mask(s: &str) -> std::result::Result<u16, String> {
-    let t = s.trim();
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u16::from_str_radix(h, 16),
-        None => t.parse::<u16>(),
-    };
-    v.map_err(|e| format!("`{s}` is not a 16-bit port mask ({e}); write it like 0x0f"))
 }
 
 pub fn run(ctx: &Ctx, cmd: SwarmCmd) -> Result<()> {
@@ -81,17 +72,4 @@ pub fn run(ctx: &Ctx, cmd: SwarmCmd) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn masks_parse_in_hex_and_decimal() {
-        assert_eq!(parse_mask("0x0f"), Ok(15));
-        assert_eq!(parse_mask("7"), Ok(7));
-        assert!(parse_mask("0x10000").is_err());
-        assert!(parse_mask("ports").unwrap_err().contains("0x0f"));
-    }
 }
