@@ -54,7 +54,7 @@ impl Drop for BoardMx {
     /// job finds the store empty. A board that does not answer keeps them until the next
     /// job's [`open_board`] replaces them.
     fn drop(&mut self) {
-        let mine = self.layers.keys().fold(0u16, |m, &l| m | 1u16.checked_shl(u32::from(l)).unwrap_or(0));
+        let mine = self.own_layers();
         if mine != 0 {
             let _ = self.link.request(&MxRelease { layers: mine }, Duration::from_secs(5), 0);
         }
@@ -154,6 +154,11 @@ impl BoardMx {
         &self.info
     }
 
+    /// The layers this job created, as a mask.
+    fn own_layers(&self) -> u16 {
+        self.layers.keys().fold(0u16, |m, &l| m | 1u16.checked_shl(u32::from(l)).unwrap_or(0))
+    }
+
     /// The layers an earlier job had left on the board, released when this one opened it.
     pub fn released_at_open(&self) -> u16 {
         self.released
@@ -161,7 +166,7 @@ impl BoardMx {
 
     /// Releases every layer this job created (they are released on drop too).
     pub fn release(&mut self) -> Result<MxInfoData> {
-        let mine = self.layers.keys().fold(0u16, |m, &l| m | 1u16.checked_shl(u32::from(l)).unwrap_or(0));
+        let mine = self.own_layers();
         self.info = self.link.request(&MxRelease { layers: mine }, STALL, 1)?;
         self.layers.clear();
         Ok(self.info)
