@@ -234,6 +234,22 @@ fn wait_for_wall_clock_boot(scenario: &str, client: &mut Client) {
     client.set_timeout(Duration::from_secs(10));
 }
 
+/// A booted simulator of the firmware under test on the fixed port block from `base`, so the
+/// real `wsctl --addr` finds its ports as it does a board's own simulator. `None`, after
+/// printing why, when `WS_BOARD` names a real board.
+pub fn sim_at(scenario: &str, base: u16) -> Option<SimProcess> {
+    if std::env::var("WS_BOARD").is_ok_and(|b| b != "sim") {
+        eprintln!("SKIPPED {scenario}: it starts its own simulator on fixed ports");
+        return None;
+    }
+    let opts = SimOptions { port_base: Some(base), quiet: true, ..SimOptions::with_elf(firmware_elf()) };
+    let sim = SimProcess::start(&opts)
+        .unwrap_or_else(|e| panic!("{scenario}: starting the simulator on ports {base}..{}: {e}", base + 5));
+    // Booted before the commands' own timeouts start.
+    booted_client(scenario, &sim);
+    Some(sim)
+}
+
 /// The real `wsctl` (beside `ws-sim`, both built by `cargo xtask build`) pointed at a
 /// simulator on a fixed port block, as a user's commands find a board's own simulator:
 /// `--addr` names the link port, and the log, control and PHY ports follow it.

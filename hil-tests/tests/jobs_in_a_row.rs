@@ -16,20 +16,12 @@
 
 use hil_tests::Wsctl;
 use host_driver::main_run::{jobs, Check};
-use ws_hdl::sim::{SimOptions, SimProcess};
 
 const BASE: u16 = 7670;
 
 #[test]
 fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
-    if std::env::var("WS_BOARD").is_ok_and(|b| b != "sim") {
-        eprintln!("jobs_in_a_row: skipped: it starts its own simulator on fixed ports");
-        return;
-    }
-    let opts =
-        SimOptions { port_base: Some(BASE), quiet: true, ..SimOptions::with_elf(hil_tests::firmware_elf()) };
-    let sim = SimProcess::start(&opts).expect("starting the simulator on ports 7670..7675");
-    hil_tests::booted_client("jobs_in_a_row", &sim);
+    let Some(_sim) = hil_tests::sim_at("jobs_in_a_row", BASE) else { return };
     let wsctl = Wsctl::at(BASE);
     let dir = std::env::temp_dir().join(format!("ws-jobs-in-a-row-{}", std::process::id()));
 

@@ -9,8 +9,6 @@
 //! port at base + 4 as it does for a board's own simulator. Needs: the simulator and the
 //! `wsctl` binary beside `ws-sim` (both built by `cargo xtask build`).
 
-use ws_hdl::sim::{SimOptions, SimProcess};
-
 const BASE: u16 = 7650;
 
 fn wsctl(args: &[&str]) -> String {
@@ -24,15 +22,7 @@ fn wsctl_fails(args: &[&str]) -> String {
 
 #[test]
 fn wsctl_link_commands_on_the_simulated_board() {
-    if std::env::var("WS_BOARD").is_ok_and(|b| b != "sim") {
-        eprintln!("wsctl_link: skipped: it starts its own simulator on fixed ports");
-        return;
-    }
-    let opts =
-        SimOptions { port_base: Some(BASE), quiet: true, ..SimOptions::with_elf(hil_tests::firmware_elf()) };
-    let sim = SimProcess::start(&opts).expect("starting the simulator on ports 7650..7655");
-    // Booted before the commands' own 5 s timeouts start.
-    hil_tests::booted_client("wsctl_link", &sim);
+    let Some(_sim) = hil_tests::sim_at("wsctl_link", BASE) else { return };
 
     // First, while the board still holds its log since boot for the first host to come.
     let logs = wsctl(&["logs", "--link"]);

@@ -61,4 +61,14 @@ impl Ctx {
         client.set_retries(self.global.retries);
         Ok((board, e, client))
     }
+
+    /// A link v2 session with the board: its PHY opened and HELLO said with `cfg`.
+    pub fn link_v2(&self, cfg: host_driver::link::Config) -> Result<(Board, host_driver::link::Link)> {
+        let (board, e) = self.endpoints()?;
+        let t =
+            e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
+        let link = host_driver::link::Link::connect(t, cfg, self.timeout())
+            .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+        Ok((board, link))
+    }
 }

@@ -33,10 +33,7 @@ pub enum LinkCmd {
 }
 
 pub fn run(ctx: &Ctx, cmd: LinkCmd) -> Result<()> {
-    let (board, e) = ctx.endpoints()?;
-    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
-    let mut link = Link::connect(t, Config::default(), ctx.timeout())
-        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (_, mut link) = ctx.link_v2(Config::default())?;
     match cmd {
         LinkCmd::Hello => {
             let LinkState::Up { max_payload, window, resumed } = link.endpoint().state().clone() else {

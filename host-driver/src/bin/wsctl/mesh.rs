@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use host_driver::link::{Config, Link};
+use host_driver::link::Config;
 use host_driver::mesh::{golden_step, open_board, BoardMesh, Gen, TrainRun};
 use host_driver::report::Table;
 
@@ -81,10 +81,7 @@ pub fn run(ctx: &Ctx, cmd: MeshCmd) -> Result<()> {
 }
 
 fn connect(ctx: &Ctx) -> Result<BoardMesh> {
-    let (board, e) = ctx.endpoints()?;
-    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
-    let link = Link::connect(t, Config::default(), ctx.timeout())
-        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (board, link) = ctx.link_v2(Config::default())?;
     let mut dev = open_board(link, &board.name)?;
     crate::mx::note_released(dev.mx().released_at_open());
     Ok(dev)

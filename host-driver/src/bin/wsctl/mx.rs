@@ -3,7 +3,7 @@
 //! so these are for looking, and for a board whose host process died mid-job.
 
 use anyhow::{Context, Result};
-use host_driver::link::{Config, Link};
+use host_driver::link::Config;
 use host_driver::optim::board::{layer_list, optimizer_name};
 use host_driver::report::Table;
 use ws_common::ctrl::cmd::{MxInfo, MxLayers, MxRelease};
@@ -31,10 +31,7 @@ pub fn note_released(mask: u16) {
 }
 
 pub fn run(ctx: &Ctx, cmd: MxCmd) -> Result<()> {
-    let (board, e) = ctx.endpoints()?;
-    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
-    let mut link = Link::connect(t, Config::default(), ctx.timeout())
-        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (_, mut link) = ctx.link_v2(Config::default())?;
     let (timeout, retries) = (ctx.timeout(), ctx.global.retries);
     if let MxCmd::Clear { layers } = cmd {
         let before = link.request(&MxInfo, timeout, retries).context("reading MemoryX (MxInfo)")?;

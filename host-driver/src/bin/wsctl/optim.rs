@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use host_driver::link::{Config, Link};
+use host_driver::link::Config;
 use host_driver::optim::files::{self, Grads, Model};
 use host_driver::optim::{open_board, run as run_optim, Golden, LayerConfig, MxDevice, Progress};
 use ws_common::golden::optim::Hyper;
@@ -217,10 +217,7 @@ fn compare(a: &host_driver::optim::RunReport, b: &host_driver::optim::RunReport)
 
 /// The board's MemoryX over link v2: its bulk channels switched to MemoryX's rings.
 fn board_device(ctx: &Ctx) -> Result<Box<dyn MxDevice>> {
-    let (board, e) = ctx.endpoints()?;
-    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
-    let link = Link::connect(t, Config::default(), ctx.timeout())
-        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (board, link) = ctx.link_v2(Config::default())?;
     let dev = open_board(link, &board.name)
         .with_context(|| format!("opening MemoryX on board `{}`", board.name))?;
     crate::mx::note_released(dev.released_at_open());

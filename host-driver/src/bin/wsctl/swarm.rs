@@ -2,7 +2,7 @@
 //! host"): its ports, their state under the firmware's masking policy, and its counters.
 
 use anyhow::{Context, Result};
-use host_driver::link::{Config, Link};
+use host_driver::link::Config;
 use host_driver::report;
 use ws_common::ctrl::cmd::{SwarmConfig, SwarmEvents, SwarmStatus};
 
@@ -40,10 +40,7 @@ pub enum SwarmCmd {
 }
 
 pub fn run(ctx: &Ctx, cmd: SwarmCmd) -> Result<()> {
-    let (board, e) = ctx.endpoints()?;
-    let t = e.open_phy().with_context(|| format!("connecting to board `{}` ({})", board.name, e.source))?;
-    let mut link = Link::connect(t, Config::default(), ctx.timeout())
-        .with_context(|| format!("link v2 handshake with board `{}`", board.name))?;
+    let (_, mut link) = ctx.link_v2(Config::default())?;
     let (timeout, retries) = (ctx.timeout(), ctx.global.retries);
     match cmd {
         SwarmCmd::Status => {
