@@ -19,17 +19,7 @@ pub fn golden_step(
     x: &[u32],
     labels: &[u32],
 ) -> Result<(Metrics, Vec<u32>)> {
-    let cfg = Config {
-        mesh: Mesh::new(usize::from(plan.rows), usize::from(plan.cols), usize::from(plan.b)),
-        model: Model::new(dims),
-        // The golden budget is not the PE's (docs/mesh-pe.md); the board checked its own.
-        sram: Sram { words: 1 << 24, program_words: 0 },
-        stream: StreamLayout::new(rows_per_chunk),
-        order: Reduce::Snake,
-    };
-    let bad = |e: ws_common::golden::mesh::MeshError| -> Error {
-        MeshError::Usage(format!("golden model: {e}")).into()
-    };
+    let cfg = config(plan, dims, rows_per_chunk);
     let out = run(&cfg, params, x, labels).map_err(bad)?;
     let flits = out.gradient_flits(&cfg, step).map_err(bad)?;
     Ok((out.metrics, flits.iter().map(|f| f.payload).collect()))
@@ -44,14 +34,23 @@ pub fn golden_grads(
     x: &[u32],
     labels: &[u32],
 ) -> Result<(Metrics, Vec<u32>)> {
-    let cfg = Config {
+    let out = run(&config(plan, dims, 1), params, x, labels).map_err(bad)?;
+    Ok((out.metrics, out.grads))
+}
+
+/// The golden model's configuration of the plan's mesh, reducing in the array's order.
+fn config<'a>(plan: &MeshPlan, dims: &'a [usize], rows_per_chunk: usize) -> Config<'a> {
+    Config {
         mesh: Mesh::new(usize::from(plan.rows), usize::from(plan.cols), usize::from(plan.b)),
         model: Model::new(dims),
+        // The golden budget is not the PE's (docs/mesh-pe.md); the board checked its own.
         sram: Sram { words: 1 << 24, program_words: 0 },
-        stream: StreamLayout::new(1),
+        stream: StreamLayout::new(rows_per_chunk),
         order: Reduce::Snake,
-    };
-    let out = run(&cfg, params, x, labels)
-        .map_err(|e| -> Error { MeshError::Usage(format!("golden model: {e}")).into() })?;
-    Ok((out.metrics, out.grads))
+    }
+}
+
+/// A golden-model refusal, as the host's error.
+fn bad(e: ws_common::golden::mesh::MeshError) -> Error {
+    MeshError::Usage(format!("golden model: {e}")).into()
 }
