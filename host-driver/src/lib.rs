@@ -48,6 +48,7 @@ pub mod optim;
 pub mod parse;
 pub mod report;
 pub mod sim;
+pub mod train;
 pub mod transport;
 pub mod workspace;
 
