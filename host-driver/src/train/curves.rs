@@ -13,6 +13,7 @@
 
 use std::fmt::Display;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -202,7 +203,7 @@ impl Curves {
     /// Loss per sample against the step: train per step (light), train and test per epoch.
     fn draw_loss<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, text: bool) -> Result<(), String> {
         let steps = self.steps.iter().map(|p| p.step).chain(self.epochs.iter().map(|p| p.step));
-        let x = span(steps.map(|s| s as f32), 0.0);
+        let x = span(steps.map(|s| s as f32));
         let losses = self
             .steps
             .iter()
@@ -211,16 +212,7 @@ impl Curves {
         let top = losses.filter(|v| v.is_finite()).fold(0.0f32, f32::max);
         let y = 0.0..if top > 0.0 { top * 1.08 } else { 1.0 };
 
-        let mut builder = ChartBuilder::on(area);
-        builder.margin(16).x_label_area_size(if text { 44 } else { 2 }).y_label_area_size(if text {
-            56
-        } else {
-            2
-        });
-        if text {
-            builder.caption("loss per sample", (FAMILY, 18));
-        }
-        let mut chart = builder.build_cartesian_2d(x, y).map_err(err)?;
+        let mut chart = panel(area, "loss per sample", x, y, text)?;
         mesh(&mut chart, "step", "cross-entropy loss", false, text)?;
 
         let per_step = self.steps.iter().filter(|p| p.loss.is_finite()).map(|p| (p.step as f32, p.loss));
@@ -246,17 +238,8 @@ impl Curves {
         area: &DrawingArea<DB, Shift>,
         text: bool,
     ) -> Result<(), String> {
-        let x = span(self.epochs.iter().map(|p| p.epoch as f32), 0.0);
-        let mut builder = ChartBuilder::on(area);
-        builder.margin(16).x_label_area_size(if text { 44 } else { 2 }).y_label_area_size(if text {
-            56
-        } else {
-            2
-        });
-        if text {
-            builder.caption("accuracy", (FAMILY, 18));
-        }
-        let mut chart = builder.build_cartesian_2d(x, 0.0f32..100.0).map_err(err)?;
+        let x = span(self.epochs.iter().map(|p| p.epoch as f32));
+        let mut chart = panel(area, "accuracy", x, 0.0..100.0, text)?;
         mesh(&mut chart, "epoch", "accuracy (%)", true, text)?;
         for (name, colour, value) in [
             ("train", TRAIN, (|p: &EpochPoint| p.train_accuracy) as fn(&EpochPoint) -> f32),
@@ -291,9 +274,27 @@ type Chart<'a, DB> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf32, plotters::coord::types::RangedCoordf32>,
 >;
 
+/// One panel's chart over `x` × `y`, with its caption when there is text (without, the label
+/// areas are just wide enough for the axis lines).
+fn panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    x: Range<f32>,
+    y: Range<f32>,
+    text: bool,
+) -> Result<Chart<'a, DB>, String> {
+    let mut builder = ChartBuilder::on(area);
+    let (x_area, y_area) = if text { (44, 56) } else { (2, 2) };
+    builder.margin(16).x_label_area_size(x_area).y_label_area_size(y_area);
+    if text {
+        builder.caption(caption, (FAMILY, 18));
+    }
+    builder.build_cartesian_2d(x, y).map_err(err)
+}
+
 /// The grid, tick labels and axis names; without `text` only the axes (plotters puts the grid
-/// lines where the labels go). The x axis counts steps or
-/// epochs, so only its whole numbers are labelled; `y_whole` labels y without decimals.
+/// lines where the labels go). The x axis counts steps or epochs, so only its whole numbers
+/// are labelled; `y_whole` labels y without decimals.
 fn mesh<DB: DrawingBackend>(
     chart: &mut Chart<'_, DB>,
     x_desc: &str,
@@ -350,11 +351,12 @@ fn labels<'a, DB: DrawingBackend + 'a>(
         .map_err(err)
 }
 
-/// The range that holds `values`, at least 1 wide so a single point still has an axis.
-fn span(values: impl Iterator<Item = f32>, empty: f32) -> std::ops::Range<f32> {
+/// The range that holds `values`, at least 1 wide so a single point still has an axis
+/// (0..1 for none).
+fn span(values: impl Iterator<Item = f32>) -> Range<f32> {
     let (lo, hi) = values.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if lo > hi {
-        empty..empty + 1.0
+        0.0..1.0
     } else if hi - lo < 1.0 {
         lo..lo + 1.0
     } else {
