@@ -27,7 +27,7 @@ mod state;
 mod swarm;
 
 use ws_common::ctrl::cmd::{
-    opcode, BulkMode, LinkMode, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo, MxLayers,
+    opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo, MxLayers,
     MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus,
 };
 use ws_common::ctrl::{Command, Status};
@@ -246,6 +246,7 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::MESH_SETUP => self.answer::<MeshSetup>(req_id, body, out, |s, q| s.mesh_setup(&q, eng)),
             opcode::MESH_STEP => self.answer::<MeshStep>(req_id, body, out, |s, q| s.mesh_step(&q, eng)),
             opcode::MESH_TRAIN => self.answer::<MeshTrain>(req_id, body, out, |s, q| s.mesh_train(&q, eng)),
+            opcode::MESH_EVAL => self.answer::<MeshEval>(req_id, body, out, |s, q| s.mesh_eval(&q, eng)),
             _ => return None,
         })
     }

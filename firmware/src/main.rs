@@ -95,7 +95,7 @@ fn main() -> ! {
     // Every MemoryX wait gives up after about 250 ms of board time (a poll is ~8 cycles).
     let mut dataplane = MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32)
         .with_swarm(SwarmX::probe(p.swarm))
-        .with_mesh(MeshHw::probe(p.mesh));
+        .with_mesh(p.mesh.into_iter().filter_map(MeshHw::probe));
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 

@@ -2786,131 +2786,142 @@ impl Swarm {
 /// The `mesh` block: The wafer mesh (docs/mesh-array.md "In the SoC"): a P×Q array of PEs and routers inside ws_mx_block. Firmware writes the route tables, the PE programs and the step's egress table through these registers; samples and weights come in from the link DMA RAM through the data mover (mxdma ops 4 and 5), gradients go out through its capture sink, and the step's metrics and the PEs' DUMP words wait in two FIFOs here.
 #[derive(Debug)]
 pub struct Mesh {
-    _private: (),
+    base: usize,
 }
 
 impl Mesh {
-    /// Base address.
+    /// Base address of instance 0.
     pub const BASE: usize = regmap::mesh::BASE as usize;
+    /// Instances, in consecutive slots.
+    pub const INSTANCES: usize = 4;
+    /// This instance's base address.
+    pub fn base(&self) -> usize {
+        self.base
+    }
     /// The block's ID word (offset 0).
     #[inline(always)]
     pub fn id(&self) -> Reg {
-        Reg(Self::BASE)
+        Reg(self.base)
     }
     /// PARAMS (ro): Build parameters of the array.
     #[inline(always)]
     pub fn params(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::PARAMS as usize)
+        Reg(self.base + regmap::mesh::PARAMS as usize)
     }
     /// MEMS (ro): Memories of each PE.
     #[inline(always)]
     pub fn mems(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::MEMS as usize)
+        Reg(self.base + regmap::mesh::MEMS as usize)
     }
     /// CFG_TARGET (rw): Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, the egress table) and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
     #[inline(always)]
     pub fn cfg_target(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CFG_TARGET as usize)
+        Reg(self.base + regmap::mesh::CFG_TARGET as usize)
     }
     /// CFG_DATA (wo): Writes one word to CFG_NEXT's target, then moves CFG_NEXT.addr one word on; in a PE's program store (0x1000..0x1fff) from word 2 of an instruction to word 0 of the next. So a program (3 words an instruction) or a run of SRAM words is one CFG_TARGET write and a burst of CFG_DATA writes. A PE refuses writes outside its program store or SRAM (its stat_err code 1 at the next start).
     #[inline(always)]
     pub fn cfg_data(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CFG_DATA as usize)
+        Reg(self.base + regmap::mesh::CFG_DATA as usize)
     }
     /// CFG_NEXT (ro): The target of the next CFG_DATA word.
     #[inline(always)]
     pub fn cfg_next(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CFG_NEXT as usize)
+        Reg(self.base + regmap::mesh::CFG_NEXT as usize)
     }
     /// ROUTE (wo): Writes one route-table entry (docs/mesh-router.md): router, input port (0 N, 1 E, 2 S, 3 W, 4 local), color, output ports and the gather quota. Write routes only while the array is idle.
     #[inline(always)]
     pub fn route(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::ROUTE as usize)
+        Reg(self.base + regmap::mesh::ROUTE as usize)
     }
     /// CTRL (rw): Array controls.
     #[inline(always)]
     pub fn ctrl(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CTRL as usize)
+        Reg(self.base + regmap::mesh::CTRL as usize)
     }
     /// CMD (wo): Array commands.
     #[inline(always)]
     pub fn cmd(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CMD as usize)
+        Reg(self.base + regmap::mesh::CMD as usize)
     }
     /// SX_TARGET (rw): Where the next word of the sample feed (mxdma op 5) goes: a PE by router index and an SRAM word address. Writing it sets SX_NEXT; each word moves it one word on.
     #[inline(always)]
     pub fn sx_target(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::SX_TARGET as usize)
+        Reg(self.base + regmap::mesh::SX_TARGET as usize)
     }
     /// SX_NEXT (ro): The target of the next sample word.
     #[inline(always)]
     pub fn sx_next(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::SX_NEXT as usize)
+        Reg(self.base + regmap::mesh::SX_NEXT as usize)
     }
     /// BUSY (ro): Per PE (bit = router index, PEs 0..15): running a program; per router: holding a flit or a credit.
     #[inline(always)]
     pub fn busy(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::BUSY as usize)
+        Reg(self.base + regmap::mesh::BUSY as usize)
     }
     /// DONE (ro): Per PE (PEs 0..15): the last program ended (done) or was refused (err); both sticky until the next start.
     #[inline(always)]
     pub fn done(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::DONE as usize)
+        Reg(self.base + regmap::mesh::DONE as usize)
     }
     /// ERR_CODES (ro): Why PEs 0..7 refused their programs, 4 bits each (docs/mesh-pe.md "Refusal before a step": 1 RANGE, 2 LEN, 3 OP, 4 SHAPE, 5 BATCH, 6 SRC, 7 DST, 8 OVERLAP).
     #[inline(always)]
     pub fn err_codes(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::ERR_CODES as usize)
+        Reg(self.base + regmap::mesh::ERR_CODES as usize)
     }
     /// FLAGS (ro/w1c/ro): Array health and the FIFOs. bad_route and bad_target are sticky, write 1 to clear; the other bits read state.
     #[inline(always)]
     pub fn flags(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::FLAGS as usize)
+        Reg(self.base + regmap::mesh::FLAGS as usize)
     }
     /// METRICS (ro): The word at the head of the metrics FIFO (METRICS_HDR says which; CMD.pop_metrics takes it).
     #[inline(always)]
     pub fn metrics(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::METRICS as usize)
+        Reg(self.base + regmap::mesh::METRICS as usize)
     }
     /// METRICS_HDR (ro): Of the head metrics word: its index in the segment (0 the loss sum, 1 the correct count for the standard program), `last`, and the step.
     #[inline(always)]
     pub fn metrics_hdr(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::METRICS_HDR as usize)
+        Reg(self.base + regmap::mesh::METRICS_HDR as usize)
     }
     /// RESULTS (ro): The word at the head of the results FIFO (the PEs' DUMP packets in router-index order).
     #[inline(always)]
     pub fn results(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::RESULTS as usize)
+        Reg(self.base + regmap::mesh::RESULTS as usize)
     }
     /// RESULTS_LAST (ro): The head results word closes a PE's packet.
     #[inline(always)]
     pub fn results_last(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::RESULTS_LAST as usize)
+        Reg(self.base + regmap::mesh::RESULTS_LAST as usize)
     }
     /// CNT_SEL (rw): Which counter CNT_VALUE shows: group and index. Groups: 0 FMA issues (PE), 1 FWD cycles (PE), 2 DX cycles (PE), 3 GRAD cycles (PE), 4 LOSS cycles (PE), 5 link busy cycles (router·5 + port), 6 flits (router·5 + port)·3 + color, 7 misrouted flits (router·5 + port), 8..12 phase timestamps (layer id): forward start, forward end, backward start, backward end, last gradient word, 13 the cycle counter, 14 egress drops (0 gradient, 1 results). Out of range reads 0.
     #[inline(always)]
     pub fn cnt_sel(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CNT_SEL as usize)
+        Reg(self.base + regmap::mesh::CNT_SEL as usize)
     }
     /// CNT_VALUE (ro): The counter CNT_SEL selects.
     #[inline(always)]
     pub fn cnt_value(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::CNT_VALUE as usize)
+        Reg(self.base + regmap::mesh::CNT_VALUE as usize)
     }
     /// FEED_WORDS (ro): Weight words taken at the weight ingress since reset.
     #[inline(always)]
     pub fn feed_words(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::FEED_WORDS as usize)
+        Reg(self.base + regmap::mesh::FEED_WORDS as usize)
     }
     /// SAMPLE_WORDS (ro): Sample words written into PE SRAMs since reset.
     #[inline(always)]
     pub fn sample_words(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::SAMPLE_WORDS as usize)
+        Reg(self.base + regmap::mesh::SAMPLE_WORDS as usize)
     }
     /// GRAD_WORDS (ro): Gradient words handed out at the egress since reset.
     #[inline(always)]
     pub fn grad_words(&self) -> Reg {
-        Reg(Self::BASE + regmap::mesh::GRAD_WORDS as usize)
+        Reg(self.base + regmap::mesh::GRAD_WORDS as usize)
+    }
+    /// WAFER (ro): Which wafer this block is (docs/mesh-array.md "Several wafers"): the SoC carries `count` wafer meshes, one register slot each from slot 25, wafer i on SwarmX downstream port `port` (the last port for wafer 0, then down).
+    #[inline(always)]
+    pub fn wafer(&self) -> Reg {
+        Reg(self.base + regmap::mesh::WAFER as usize)
     }
 }
 
@@ -2935,8 +2946,8 @@ pub struct Peripherals {
     pub mxdma: Mxdma,
     /// The `swarm` block.
     pub swarm: Swarm,
-    /// The `mesh` block.
-    pub mesh: Mesh,
+    /// The `mesh` blocks, instance i in slot 25 + i.
+    pub mesh: [Mesh; 4],
 }
 
 static mut TAKEN: bool = false;
@@ -2973,7 +2984,7 @@ impl Peripherals {
             mx: Mx { _private: () },
             mxdma: Mxdma { _private: () },
             swarm: Swarm { _private: () },
-            mesh: Mesh { _private: () },
+            mesh: [Mesh { base: Mesh::BASE + 0x0 }, Mesh { base: Mesh::BASE + 0x1000 }, Mesh { base: Mesh::BASE + 0x2000 }, Mesh { base: Mesh::BASE + 0x3000 }],
         }
     }
 }

@@ -296,7 +296,7 @@ pub fn ctrl_request(data: &[u8]) {
 /// panicking, and a body it accepts re-encodes to the same bytes (every layout is exact).
 fn data_plane_requests(data: &[u8]) {
     use ws_common::ctrl::cmd::{
-        MeshSetup, MeshStep, MeshTrain, MxCreate, MxLayers, MxRelease, MxStep, SwarmConfig,
+        MeshEval, MeshSetup, MeshStep, MeshTrain, MxCreate, MxLayers, MxRelease, MxStep, SwarmConfig,
     };
     use ws_common::ctrl::Command;
     fn roundtrip<'a, C: Command<'a> + core::fmt::Debug>(data: &'a [u8]) {
@@ -309,6 +309,7 @@ fn data_plane_requests(data: &[u8]) {
     roundtrip::<MeshSetup>(data);
     roundtrip::<MeshStep>(data);
     roundtrip::<MeshTrain>(data);
+    roundtrip::<MeshEval>(data);
     roundtrip::<MxStep>(data);
     roundtrip::<MxRelease>(data);
     roundtrip::<MxLayers>(data);

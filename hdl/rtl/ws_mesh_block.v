@@ -16,7 +16,8 @@
 //   - weights come in on s_w_* (the data mover's op 4, flits with the house header);
 //   - the gradient egress leaves on m_g_*, which the owner sends to the data mover's capture
 //     sink while CTRL.grad_capture (`grad_capture`) is set; CTRL.swarm (`grad_swarm`) tells
-//     ws_mx_block to put the mesh on SwarmX's last port instead of the data mover;
+//     ws_mx_block to put the mesh on its SwarmX port (WAFER.port) instead of the data mover,
+//     and CTRL.samples (`sx_select`) to give it the data mover's sample feed;
 //   - the metrics egress (the loss sum and correct count of a step) and the results egress
 //     (the PEs' DUMP packets) fill two FIFOs read through METRICS* and RESULTS*, popped by CMD;
 //     a full FIFO holds its egress back (nothing is dropped);
@@ -46,6 +47,9 @@ module ws_mesh_block #(
     parameter RESULTS_DEPTH = 64,    // results FIFO words, a power of two
     parameter CLOCK_GATE = 1,        // stop the array's clock while it is idle
     parameter HANGOVER = 64,         // cycles the clock runs on after the last activity
+    parameter WAFER = 0,             // this wafer's index (WAFER.index)
+    parameter WAFERS = 1,            // wafers the SoC carries (WAFER.count)
+    parameter PORT = 255,            // its SwarmX downstream port (WAFER.port; 255: none)
     parameter R = P * Q              // tiles (derived)
 ) (
     input  wire        clk,
@@ -75,13 +79,16 @@ module ws_mesh_block #(
     output wire [63:0] m_g_user,
 
     output wire        grad_capture,
-    output wire        grad_swarm
+    output wire        grad_swarm,
+    output wire        sx_select
 );
 
     `include "ws_flit.vh"
 
     initial begin
         if (R > 16) $error("ws_mesh_block: at most 16 PEs (the BUSY and DONE registers)");
+        if (WAFER < 0 || WAFER >= WAFERS || WAFERS > 255 || PORT < 0 || PORT > 255)
+            $error("ws_mesh_block: WAFER must be below WAFERS (at most 255), PORT within 0..255");
     end
 
     localparam CW = 32;   // counter bits
@@ -90,6 +97,7 @@ module ws_mesh_block #(
     localparam RW = $clog2(RESULTS_DEPTH + 1);
     localparam [31:0] P32 = P, Q32 = Q, MAX_B32 = MAX_B, FMA_LAT32 = FMA_LAT;
     localparam [31:0] SRAM32 = SRAM_WORDS, DEPTH32 = PROG_DEPTH, R32 = R;
+    localparam [31:0] WAFER32 = WAFER, WAFERS32 = WAFERS, PORT32 = PORT;
 
     // ---------------------------------------------------------------- registers
     wire [15:0] cfg_target_addr;
@@ -170,6 +178,7 @@ module ws_mesh_block #(
         .route_we(route_we),
         .ctrl_grad_capture(grad_capture),
         .ctrl_swarm(grad_swarm),
+        .ctrl_samples(sx_select),
         .ctrl_we(ctrl_we),
         .cmd_cnt_clear(cmd_cnt_clear),
         .cmd_pop_metrics(cmd_pop_metrics),
@@ -206,7 +215,10 @@ module ws_mesh_block #(
         .cnt_value_value_i(cnt_value),
         .feed_words_weights_i(weight_words_reg),
         .sample_words_count_i(sample_words_reg),
-        .grad_words_count_i(grad_words_reg)
+        .grad_words_count_i(grad_words_reg),
+        .wafer_index_i(WAFER32[7:0]),
+        .wafer_count_i(WAFERS32[7:0]),
+        .wafer_port_i(PORT32[7:0])
     );
 
     // ---------------------------------------------------------------- configuration, samples

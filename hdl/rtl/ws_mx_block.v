@@ -17,13 +17,15 @@
 // the node's broadcast and the mover's sink takes port 0's copy. The wafers are not in the SoC:
 // the other ports' broadcast outputs are always ready and count in the node's DN_FLITS.
 //
-// MESH_P > 0 adds the wafer mesh (ws_mesh_block, register slot 25, a MESH_P x MESH_P array;
-// docs/mesh-array.md "In the SoC"): the data mover's ops 4 and 5 feed its weight and sample
-// ingress from DMA rings, and with the mesh's CTRL.grad_capture its gradient egress takes the
-// place of the streamer's weight-out at the mover's capture sink. With the mesh's CTRL.swarm
-// (and SWARM_PORTS > 0) the mesh is the wafer on SwarmX's last port: op 4's weight flits go
-// down the node's broadcast and reach the mesh through that port, and its gradients go up the
-// port, through the node's reduction, into the streamer (docs/mesh-array.md "On SwarmX").
+// MESH_P > 0 adds MESH_W wafer meshes (ws_mx_wafers: ws_mesh_block each, register slots 25
+// .. 25 + MESH_W - 1, MESH_P x MESH_P arrays; docs/mesh-array.md "In the SoC" and "Several
+// wafers"): the data mover's ops 4 and 5 feed their weight and sample ingress from DMA rings,
+// and with a mesh's CTRL.grad_capture its gradient egress takes the place of the streamer's
+// weight-out at the mover's capture sink. With a mesh's CTRL.swarm (and SWARM_PORTS > 0) it is
+// the wafer on its SwarmX port (wafer w on port SWARM_PORTS - 1 - w): op 4's weight flits go
+// down the node's broadcast and reach every such wafer through its port, and their gradients
+// go up the ports, through the node's reduction, into the streamer (docs/mesh-array.md "On
+// SwarmX").
 //
 // The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
 // link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
@@ -36,7 +38,9 @@ module ws_mx_block #(
     parameter MESH_P = 0,             // wafer mesh side (MESH_P x MESH_P PEs); 0: no mesh
     parameter MESH_SRAM_WORDS = 2048, // each mesh PE's SRAM words
     parameter MESH_MAX_B = 4,         // sample slots per mesh PE
-    parameter MESH_PROG_DEPTH = 16    // each mesh PE's program store
+    parameter MESH_PROG_DEPTH = 16,   // each mesh PE's program store
+    parameter MESH_W = 1,             // wafer meshes, 1..4 (with MESH_P > 0)
+    parameter MW = (MESH_W > 0) ? MESH_W : 1  // width of the mesh register vectors (derived)
 ) (
     input  wire                         clk,
     input  wire                         rst,
@@ -44,7 +48,7 @@ module ws_mx_block #(
     input  wire                         mx_reg_req,
     input  wire                         dma_reg_req,
     input  wire                         swarm_reg_req,
-    input  wire                         mesh_reg_req,
+    input  wire [MW-1:0]                mesh_reg_req,
     input  wire                         reg_we,
     input  wire [11:0]                  reg_addr,
     input  wire [31:0]                  reg_wdata,
@@ -52,7 +56,7 @@ module ws_mx_block #(
     output wire [31:0]                  mx_reg_rdata,
     output wire [31:0]                  dma_reg_rdata,
     output wire [31:0]                  swarm_reg_rdata,
-    output wire [31:0]                  mesh_reg_rdata,
+    output wire [MW*32-1:0]             mesh_reg_rdata,
     output wire                         swarm_irq,
 
     output wire                         ext_valid,
@@ -155,18 +159,17 @@ module ws_mx_block #(
     wire        mxs_valid, mxs_ready, mxs_last;
     wire [31:0] mxs_data;
     wire [63:0] mxs_user;
-    // The mesh as SwarmX's last wafer (the mesh's CTRL.swarm, on a block with both): the data
-    // mover's op 4 flits go into the node's broadcast, the last port's copies into the mesh's
-    // weight ingress, and the mesh's gradient egress up the last port.
+    // The meshes as SwarmX's wafers (a mesh's CTRL.swarm, on a block with both): the data
+    // mover's op 4 flits go into the node's broadcast, a held port's copies into its wafer's
+    // weight ingress, and the wafer's gradient egress up the port.
+    localparam NPORT = (SWARM_PORTS > 0) ? SWARM_PORTS : 1;
     wire        mesh_swarm;
+    wire [NPORT-1:0] held;            // ports a wafer holds
+    wire [NPORT-1:0] bc_valid, bc_ready, bc_last, up_valid_w, up_ready_w, up_last_w;
+    wire [NPORT*32-1:0] bc_data, up_data_w;
+    wire [NPORT*64-1:0] bc_user, up_user_w;
     wire        op4_valid = dma_feed_valid && dma_feed_mesh == 2'd1;
     wire        op4_bcast_ready;
-    wire        sw_w_valid, sw_w_ready, sw_w_last;
-    wire [31:0] sw_w_data;
-    wire [63:0] sw_w_user;
-    wire        sw_g_valid, sw_g_ready, sw_g_last;
-    wire [31:0] sw_g_data;
-    wire [63:0] sw_g_user;
     wire         trace_valid;
     wire [159:0] trace_data;
     wire [63:0]  trace_user;
@@ -312,45 +315,39 @@ module ws_mx_block #(
             assign sink_data = mxs_data;
             assign sink_last = mxs_last;
             assign sink_user = mxs_user;
-            assign mesh_reg_rdata = 32'd0;
+            assign mesh_reg_rdata = {MW*32{1'b0}};
             assign mesh_swarm = 1'b0;
-            assign sw_w_ready = 1'b0;
-            assign sw_g_valid = 1'b0;
-            assign sw_g_data = 32'd0;
-            assign sw_g_last = 1'b0;
-            assign sw_g_user = 64'd0;
+            assign held = {NPORT{1'b0}};
+            assign bc_ready = {NPORT{1'b0}};
+            assign up_valid_w = {NPORT{1'b0}};
+            assign up_data_w = {NPORT*32{1'b0}};
+            assign up_last_w = {NPORT{1'b0}};
+            assign up_user_w = {NPORT*64{1'b0}};
             wire _unused_mesh = &{1'b0, mesh_reg_req, dma_feed_mesh, op4_valid, op4_bcast_ready,
-                                  sw_w_valid, sw_w_data, sw_w_last, sw_w_user, sw_g_ready};
+                                  bc_valid, bc_data, bc_last, bc_user, up_ready_w};
         end else begin : g_mesh
-            // Ops 4 and 5 go to the mesh, everything else to MemoryX / SwarmX.
-            wire mesh_w_ready, mesh_x_ready, g_valid, g_last, capture, ctrl_swarm;
-            wire [31:0] g_data;
-            wire [63:0] g_user;
-            assign mesh_swarm = ctrl_swarm && SWARM_PORTS > 0;
+            // Ops 4 and 5 go to the meshes, everything else to MemoryX / SwarmX.
+            wire mesh_w_ready, mesh_x_ready, c_valid, c_last, capture;
+            wire [31:0] c_data;
+            wire [63:0] c_user;
             assign feed_valid = dma_feed_valid && dma_feed_mesh == 2'd0;
             assign dma_feed_ready = (dma_feed_mesh == 2'd1) ? (mesh_swarm ? op4_bcast_ready : mesh_w_ready)
                                   : (dma_feed_mesh == 2'd2) ? mesh_x_ready : feed_ready;
-            // Weights from the mover, or from SwarmX's last port; gradients to the capture
-            // sink, or up SwarmX's last port.
-            assign sw_w_ready = mesh_swarm && mesh_w_ready;
-            assign sw_g_valid = mesh_swarm && !capture && g_valid;
-            assign sw_g_data = g_data;
-            assign sw_g_last = g_last;
-            assign sw_g_user = g_user;
-            // The capture sink: the mesh's gradients while CTRL.grad_capture, else MemoryX's.
-            assign sink_valid = capture ? g_valid : mxs_valid;
-            assign sink_data = capture ? g_data : mxs_data;
-            assign sink_last = capture ? g_last : mxs_last;
-            assign sink_user = capture ? g_user : mxs_user;
+            // The capture sink: a mesh's gradients while its CTRL.grad_capture, else MemoryX's.
+            assign sink_valid = capture ? c_valid : mxs_valid;
+            assign sink_data = capture ? c_data : mxs_data;
+            assign sink_last = capture ? c_last : mxs_last;
+            assign sink_user = capture ? c_user : mxs_user;
             assign mxs_ready = !capture && sink_ready;
 
-            ws_mesh_block #(
+            ws_mx_wafers #(
+                .WAFERS(MESH_W),
+                .PORTS(SWARM_PORTS),
                 .P(MESH_P),
-                .Q(MESH_P),
                 .SRAM_WORDS(MESH_SRAM_WORDS),
                 .MAX_B(MESH_MAX_B),
                 .PROG_DEPTH(MESH_PROG_DEPTH)
-            ) mesh_inst (
+            ) wafers_inst (
                 .clk(clk),
                 .rst(rst),
                 .reg_req(mesh_reg_req),
@@ -359,21 +356,32 @@ module ws_mx_block #(
                 .reg_wdata(reg_wdata),
                 .reg_be(reg_be),
                 .reg_rdata(mesh_reg_rdata),
-                .s_w_valid(mesh_swarm ? sw_w_valid : op4_valid),
+                .s_w_valid(!mesh_swarm && op4_valid),
                 .s_w_ready(mesh_w_ready),
-                .s_w_data(mesh_swarm ? sw_w_data : dma_feed_data),
-                .s_w_last(mesh_swarm ? sw_w_last : dma_feed_last),
-                .s_w_user(mesh_swarm ? sw_w_user : dma_feed_user),
+                .s_w_data(dma_feed_data),
+                .s_w_last(dma_feed_last),
+                .s_w_user(dma_feed_user),
                 .s_x_valid(dma_feed_valid && dma_feed_mesh == 2'd2),
                 .s_x_ready(mesh_x_ready),
                 .s_x_data(dma_feed_data),
-                .m_g_valid(g_valid),
-                .m_g_ready(capture ? sink_ready : mesh_swarm && sw_g_ready),
-                .m_g_data(g_data),
-                .m_g_last(g_last),
-                .m_g_user(g_user),
-                .grad_capture(capture),
-                .grad_swarm(ctrl_swarm)
+                .m_cap_valid(c_valid),
+                .m_cap_ready(sink_ready),
+                .m_cap_data(c_data),
+                .m_cap_last(c_last),
+                .m_cap_user(c_user),
+                .capture(capture),
+                .swarm(mesh_swarm),
+                .port_held(held),
+                .s_bc_valid(bc_valid),
+                .s_bc_ready(bc_ready),
+                .s_bc_data(bc_data),
+                .s_bc_last(bc_last),
+                .s_bc_user(bc_user),
+                .m_up_valid(up_valid_w),
+                .m_up_ready(up_ready_w),
+                .m_up_data(up_data_w),
+                .m_up_last(up_last_w),
+                .m_up_user(up_user_w)
             );
         end
     endgenerate
@@ -400,13 +408,13 @@ module ws_mx_block #(
             assign swarm_reg_rdata = 32'd0;
             assign swarm_irq = 1'b0;
             assign op4_bcast_ready = 1'b0;
-            assign sw_w_valid = 1'b0;
-            assign sw_w_data = 32'd0;
-            assign sw_w_last = 1'b0;
-            assign sw_w_user = 64'd0;
-            assign sw_g_ready = 1'b0;
+            assign bc_valid = {NPORT{1'b0}};
+            assign bc_data = {NPORT*32{1'b0}};
+            assign bc_last = {NPORT{1'b0}};
+            assign bc_user = {NPORT*64{1'b0}};
+            assign up_ready_w = {NPORT{1'b0}};
             wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, mesh_swarm,
-                                   op4_valid, sw_w_ready, sw_g_valid, sw_g_data, sw_g_last, sw_g_user};
+                                   op4_valid, held, bc_ready, up_valid_w, up_data_w, up_last_w, up_user_w};
         end else begin : g_swarm
             localparam N = SWARM_PORTS;
             wire         up_valid, up_ready, up_last;
@@ -419,47 +427,38 @@ module ws_mx_block #(
             wire [N*32-1:0] dn_in_data;
             wire [N-1:0] dn_in_last;
             wire [N*64-1:0] dn_in_user;
-            // The streamer's weight-out goes down the broadcast (WOUT_CTRL.swarm) unless the
-            // mesh is on the last port: then the broadcast carries the mover's op 4 flits.
+            // The streamer's weight-out goes down the broadcast (WOUT_CTRL.swarm) unless a
+            // mesh is on SwarmX: then the broadcast carries the mover's op 4 flits.
             wire wout_bcast = wout_swarm && !mesh_swarm;
 
-            // The feed: straight to the streamer's arbiter, or to one downstream port; the
-            // last port is the mesh's while it is on SwarmX.
+            // The feed: straight to the streamer's arbiter, or to one downstream port; a port
+            // is its wafer's while the wafer is on SwarmX.
             wire direct_valid = feed_valid && !feed_swarm;
             wire direct_ready;
             genvar p;
             for (p = 0; p < N; p = p + 1) begin : g_port
-                if (p == N - 1 && MESH_P > 0) begin : g_mesh_port
-                    assign dn_in_valid[p] = mesh_swarm ? sw_g_valid : feed_valid && feed_swarm && feed_port == p;
-                    assign dn_in_data[p*32 +: 32] = mesh_swarm ? sw_g_data : feed_data;
-                    assign dn_in_last[p] = mesh_swarm ? sw_g_last : feed_last;
-                    assign dn_in_user[p*64 +: 64] = mesh_swarm ? sw_g_user : feed_user;
-                end else begin : g_feed_port
-                    assign dn_in_valid[p] = feed_valid && feed_swarm && feed_port == p;
-                    assign dn_in_data[p*32 +: 32] = feed_data;
-                    assign dn_in_last[p] = feed_last;
-                    assign dn_in_user[p*64 +: 64] = feed_user;
-                end
-                // Broadcast copies: port 0's to the sink (WOUT_CTRL.swarm), the last port's to
-                // the mesh while it is on SwarmX; the other ports have no wafer behind them
-                // and take their copies at once.
-                if (p == N - 1 && MESH_P > 0) begin : g_mesh_copy
-                    assign dn_out_ready[p] = mesh_swarm ? sw_w_ready : (p == 0 && wout_bcast) ? mxs_ready : 1'b1;
-                end else if (p == 0) begin : g_sink
-                    assign dn_out_ready[p] = wout_bcast ? mxs_ready : 1'b1;
-                end else begin : g_empty
-                    assign dn_out_ready[p] = 1'b1;
+                assign dn_in_valid[p] = held[p] ? up_valid_w[p] : feed_valid && feed_swarm && feed_port == p;
+                assign dn_in_data[p*32 +: 32] = held[p] ? up_data_w[p*32 +: 32] : feed_data;
+                assign dn_in_last[p] = held[p] ? up_last_w[p] : feed_last;
+                assign dn_in_user[p*64 +: 64] = held[p] ? up_user_w[p*64 +: 64] : feed_user;
+                // Broadcast copies: a held port's to its wafer, port 0's to the sink
+                // (WOUT_CTRL.swarm); the other ports have no wafer behind them and take their
+                // copies at once.
+                if (p == 0) begin : g_sink
+                    assign dn_out_ready[p] = held[p] ? bc_ready[p] : wout_bcast ? mxs_ready : 1'b1;
+                end else begin : g_other
+                    assign dn_out_ready[p] = held[p] ? bc_ready[p] : 1'b1;
                 end
             end
-            // A mover feed for the mesh's port waits while the mesh holds it.
-            wire [15:0] mesh_port16 = (MESH_P > 0 && mesh_swarm) ? (16'd1 << (N - 1)) : 16'd0;
-            wire [15:0] dn_in_ready16 = {{(16 - N){1'b0}}, dn_in_ready} & ~mesh_port16;
+            assign bc_valid = dn_out_valid;
+            assign bc_data = dn_out_data;
+            assign bc_last = dn_out_last;
+            assign bc_user = dn_out_user;
+            assign up_ready_w = dn_in_ready;
+            // A mover feed for a held port waits while its wafer holds it.
+            wire [15:0] held16 = {{(16 - N){1'b0}}, held};
+            wire [15:0] dn_in_ready16 = {{(16 - N){1'b0}}, dn_in_ready} & ~held16;
             assign feed_ready = feed_swarm ? dn_in_ready16[feed_port] : direct_ready;
-            assign sw_g_ready = dn_in_ready[N-1];
-            assign sw_w_valid = dn_out_valid[N-1];
-            assign sw_w_data = dn_out_data[(N-1)*32 +: 32];
-            assign sw_w_last = dn_out_last[N-1];
-            assign sw_w_user = dn_out_user[(N-1)*64 +: 64];
 
             // The streamer's input: the direct feed or the node's reduced uplink, a whole
             // chunk (through `last`) at a time, round robin when both wait.
@@ -527,10 +526,7 @@ module ws_mx_block #(
                 .s_dn_user(dn_in_user),
                 .irq(swarm_irq)
             );
-            // (The mesh's port signals are unused on a block without a mesh.)
-            wire _unused_swarm = &{1'b0, feed_keep, dn_out_valid[N-1:1], dn_out_data[N*32-1:32],
-                                   dn_out_last[N-1:1], dn_out_user[N*64-1:64], sw_w_ready,
-                                   sw_g_valid, sw_g_data, sw_g_last, sw_g_user};
+            wire _unused_swarm = &{1'b0, feed_keep};
         end
     endgenerate
 

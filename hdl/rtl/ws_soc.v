@@ -27,7 +27,8 @@ module ws_soc #(
     parameter [31:0] JTAG_IDCODE = 32'h1000_5a57, // JTAG IDCODE; bit 0 is 1 (IEEE 1149.1)
     parameter LINK_DMA_BYTES = 262144,         // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
     parameter MX_STORE_BYTES = 1 << 20,        // MemoryX weight store (the simulation store, ws_mx_block)
-    parameter MESH_P = 2                       // wafer mesh side (MESH_P x MESH_P PEs, slot 25); 0: none
+    parameter MESH_P = 2,                      // wafer mesh side (MESH_P x MESH_P PEs); 0: none
+    parameter WAFERS = 2                       // wafer meshes on SwarmX, 1..4 (slots 25 .. 25 + WAFERS - 1)
 ) (
     input  wire       clk,
     input  wire       rst,
@@ -109,8 +110,8 @@ module ws_soc #(
     localparam IRQ_SWARM = 19;
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
-    localparam NUM_SLOTS = 26;
-    localparam [31:0] SLOT_MASK = 32'h0303_011f;
+    localparam NUM_SLOTS = 25 + WAFERS;
+    localparam [31:0] SLOT_MASK = 32'h0103_011f | ((MESH_P > 0) ? (((32'd1 << WAFERS) - 32'd1) << 25) : 32'd0);
     localparam SLOT_LINK = 8;
     localparam SLOT_MX = 16;
     localparam SLOT_MXDMA = 17;
@@ -156,6 +157,7 @@ module ws_soc #(
 
     initial begin
         if (JTAG_IDCODE[0] != 1'b1) $error("ws_soc: JTAG_IDCODE bit 0 must be 1 (IEEE 1149.1)");
+        if (WAFERS < 1 || WAFERS > 4) $error("ws_soc: WAFERS must be 1..4 (SwarmX's 4 ports, slots 25..28)");
         if (RAM_BYTES < 8 || (RAM_BYTES & (RAM_BYTES - 1)) != 0 || RAM_BYTES > 256 * 1024) begin
             $error("ws_soc: RAM_BYTES must be a power of two <= 256 KiB (soc.toml ram region)");
         end
@@ -674,8 +676,8 @@ module ws_soc #(
 
     // MemoryX: the streamer's layer table (slot 16) and its data mover (slot 17), the weight
     // store behind them, and the data mover's path into the link engine's DMA RAM; SwarmX's
-    // 4-port node between the mover's gradient feed and the streamer (slot 24); the 2x2 wafer
-    // mesh the mover feeds (slot 25, docs/mesh-array.md "In the SoC").
+    // 4-port node between the mover's gradient feed and the streamer (slot 24); the WAFERS 2x2
+    // wafer meshes on its ports (slots 25 .., docs/mesh-array.md "In the SoC", "Several wafers").
     wire mx_mem_err_protocol;
 
     ws_mx_block #(
@@ -683,14 +685,15 @@ module ws_soc #(
         .STORE_BYTES(MX_STORE_BYTES),
         .DMA_BYTES(LINK_DMA_BYTES),
         .SWARM_PORTS(4),
-        .MESH_P(MESH_P)
+        .MESH_P(MESH_P),
+        .MESH_W(WAFERS)
     ) mx_inst (
         .clk(clk),
         .rst(periph_rst),
         .mx_reg_req(reg_req[SLOT_MX]),
         .dma_reg_req(reg_req[SLOT_MXDMA]),
         .swarm_reg_req(reg_req[SLOT_SWARM]),
-        .mesh_reg_req(reg_req[SLOT_MESH]),
+        .mesh_reg_req(reg_req[SLOT_MESH +: WAFERS]),
         .reg_we(reg_we),
         .reg_addr(reg_addr),
         .reg_wdata(reg_wdata),
@@ -698,7 +701,7 @@ module ws_soc #(
         .mx_reg_rdata(reg_rdata[SLOT_MX*32 +: 32]),
         .dma_reg_rdata(reg_rdata[SLOT_MXDMA*32 +: 32]),
         .swarm_reg_rdata(reg_rdata[SLOT_SWARM*32 +: 32]),
-        .mesh_reg_rdata(reg_rdata[SLOT_MESH*32 +: 32]),
+        .mesh_reg_rdata(reg_rdata[SLOT_MESH*32 +: WAFERS*32]),
         .swarm_irq(irq_swarm),
         .ext_valid(link_ext_valid),
         .ext_ready(link_ext_ready),

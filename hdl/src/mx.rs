@@ -139,6 +139,7 @@ pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/ws_mesh_edge_out.v",
     "hdl/rtl/ws_mesh.v",
     "hdl/rtl/ws_mesh_block.v",
+    "hdl/rtl/ws_mx_wafers.v",
     "hdl/rtl/ws_mx_block.v",
 ];
 

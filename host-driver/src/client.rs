@@ -157,6 +157,14 @@ request!(
     |d| <ws_common::ctrl::cmd::MeshTrain as Command<'_>>::decode_response(d)
 );
 
+request!(
+    ws_common::ctrl::cmd::MeshEval,
+    "MeshEval",
+    idempotent = false,
+    ws_common::ctrl::cmd::MeshStepDone,
+    |d| <ws_common::ctrl::cmd::MeshEval as Command<'_>>::decode_response(d)
+);
+
 // SwarmX (link v2). A configuration resets the firmware's masking policy, and reading the
 // events drains them: both are answered once per request id.
 request!(

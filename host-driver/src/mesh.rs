@@ -72,6 +72,19 @@ fn bytes(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The samples as a store-fed job takes them on channel 4: wafer by wafer (wafer w holds
+/// samples w·C … (w + 1)·C − 1, C = the plan's capacity), each wafer's inputs then its labels.
+fn wafer_stream(s: &Shape, x: &[u32], labels: &[u32]) -> Vec<u8> {
+    let (cap, d0) = (s.plan.capacity.max(1) as usize, s.dims[0]);
+    let mut out = Vec::with_capacity(4 * (x.len() + labels.len()));
+    for (w, lab) in labels.chunks(cap).enumerate() {
+        let from = w * cap;
+        out.extend(bytes(&x[from * d0..(from + lab.len()) * d0]));
+        out.extend(bytes(lab));
+    }
+    out
+}
+
 impl BoardMesh {
     /// The link, for other requests between steps.
     pub fn link(&mut self) -> &mut Link {
@@ -228,22 +241,27 @@ impl BoardMesh {
     /// t − 1), runs the step on `x` and `labels`, and MemoryX applies its optimizer step `t`
     /// to every layer with the mesh's gradients. Only the samples cross the link.
     pub fn train(&mut self, t: u32, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
+        self.train_on(t, 1, x, labels)
+    }
+
+    /// [`BoardMesh::train`] on `wafers` wafers: wafer w takes samples w·C … (C = the plan's
+    /// capacity), and SwarmX sums their gradients in its fixed order.
+    pub fn train_on(&mut self, t: u32, wafers: u8, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
         let s =
             self.shape.clone().ok_or_else(|| MeshError::Usage("run `setup` before the first step".into()))?;
         let n = labels.len();
-        if n == 0 || n as u32 > s.plan.capacity || x.len() != n * s.dims[0] {
+        if n == 0 || n as u32 > s.plan.capacity_of(wafers) || x.len() != n * s.dims[0] {
             return Err(MeshError::Usage(format!(
-                "{n} samples of {} input words: the mesh takes 1 to {} samples of {} words",
+                "{n} samples of {} input words: {wafers} wafers take 1 to {} samples of {} words",
                 x.len(),
-                s.plan.capacity,
+                s.plan.capacity_of(wafers),
                 s.dims[0]
             ))
             .into());
         }
-        let mut samples = bytes(x);
-        samples.extend(bytes(labels));
+        let samples = wafer_stream(&s, x, labels);
         let mut sent = 0usize;
-        let q = MeshTrain { t, samples: n as u16 };
+        let q = MeshTrain { t, samples: n as u16, wafers };
         let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
             if sent == samples.len() {
                 return Ok(false);

@@ -260,6 +260,17 @@ pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize,
     prog
 }
 
+/// One PE's program for held-out evaluation: the first L + 2 instructions of
+/// [`step_program`] (FWD every layer, LOSS, the metrics reduction), so the loss sum and the
+/// correct count are the bits a training step on the same weights and samples reports. The
+/// weight ingress carries layers 0 … L−1 once; nothing leaves on the gradient egress.
+pub fn eval_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Program {
+    let mut prog = step_program(dims, map, slots, samples, head);
+    let layers = dims.len().saturating_sub(1).min(MAX_STEP_LAYERS);
+    prog.len = prog.len.min(layers + 2);
+    prog
+}
+
 /// One layer of the gradient egress stream, in egress order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -577,6 +588,9 @@ mod tests {
         assert_eq!((map.scratch, map.labels, map.pairs, map.words), (1064, 1576, 1580, 1588));
         let p = step_program(&dims, &map, 4, 3, true);
         assert_eq!(p.as_slice().len(), 3 + 2 + 3 + 2 * 2);
+        let e = eval_program(&dims, &map, 4, 3, true);
+        assert_eq!(e.as_slice(), &p.as_slice()[..5], "the forward, the loss and the metrics");
+        assert!(matches!(e.as_slice()[4], Instr::Grad { k: 0, m: METRICS_WORDS, .. }));
         assert_eq!(check_step(&dims, 4, 2, 8, 4096, 16), Ok(map));
         assert_eq!(check_step(&dims, 4, 2, 8, 1024, 16), Err(StepError::Sram { need: 1588, have: 1024 }));
         assert_eq!(check_step(&dims, 9, 2, 8, 4096, 16), Err(StepError::Batch { b: 9, max: 8 }));

@@ -1,5 +1,5 @@
 //! Every job starts from a known state (docs/firmware.md "Every job starts from a known
-//! state"). A job (an `MxStep`, a `MeshStep`, a `MeshTrain`) first puts every data-plane
+//! state"). A job (an `MxStep`, a `MeshStep`, a `MeshTrain`, a `MeshEval`) first puts every data-plane
 //! block it uses into the state written down there, whatever the job before it left
 //! behind, finished or failed; and it checks the one thing a job cannot reset, the link's
 //! outgoing stream, for bytes the engine sent that the firmware never gave it.
@@ -16,7 +16,7 @@ impl MemoryXPlane {
     ///   (WOUT_CTRL = 0), gradient feeds straight into the streamer (GRAD_ROUTE = 0);
     /// - SwarmX fed on every port, with the host's mask and scale (`SwarmConfig`, a setting
     ///   of the rig that jobs keep), and any abort it latched handed to the policy;
-    /// - the mesh stopped, its CTRL 0 (weights from the mover, gradients held), its metrics
+    /// - every wafer mesh stopped, its CTRL 0 (weights from the mover, gradients held), its metrics
     ///   and results FIFOs empty and its configuration flags clear;
     /// - TX0 has sent nothing past the position the firmware made ready.
     pub(super) fn known_state(&mut self, eng: &LinkEngine) -> Result<(), Status> {
@@ -28,19 +28,20 @@ impl MemoryXPlane {
         self.mx.set_route(0, 0);
         self.poll();
         self.set_fed(u16::MAX);
-        if let Some(m) = &self.mesh {
-            if m.hw.busy() {
+        for hw in self.mesh.iter().flat_map(|m| &m.wafers) {
+            if hw.busy() {
                 #[cfg(feature = "defmt")]
-                defmt::warn!("mesh: busy at the start of a job");
+                defmt::warn!("mesh: wafer {=u8} busy at the start of a job", hw.params().wafer);
                 return Err(Status::DeviceFault);
             }
-            m.hw.set_ctrl(false, false);
-            let _stale = m.hw.drain_fifos();
-            m.hw.take_refused();
+            hw.set_ctrl(false, false, false);
+            let _stale = hw.drain_fifos();
+            hw.take_refused();
             #[cfg(feature = "defmt")]
             if _stale != (0, 0) {
                 defmt::warn!(
-                    "mesh: dropped {=u32} metrics and {=u32} results words of an earlier job",
+                    "mesh: wafer {=u8}: dropped {=u32} metrics and {=u32} results words of an earlier job",
+                    hw.params().wafer,
                     _stale.0,
                     _stale.1
                 );

@@ -1,4 +1,4 @@
-//! The wafer mesh (docs/mesh-array.md "In the SoC", slot 25): route tables, PE programs and
+//! A wafer mesh (docs/mesh-array.md "In the SoC", slot 25 + wafer; "Several wafers"): route tables, PE programs and
 //! the egress table through the block's configuration registers, the start of a step, and
 //! what a step leaves behind (done and error bits, the metrics FIFO, the counters). The
 //! numbers themselves never pass through here: samples and weights reach the PEs through the
@@ -24,6 +24,12 @@ pub struct MeshParams {
     pub sram_words: u32,
     /// Instructions each PE's program store holds.
     pub prog_depth: u16,
+    /// This wafer's index (WAFER.index).
+    pub wafer: u8,
+    /// Wafers the SoC carries (WAFER.count).
+    pub wafers: u8,
+    /// Its SwarmX downstream port (0xff: none).
+    pub port: u8,
 }
 
 impl MeshParams {
@@ -68,13 +74,16 @@ impl MeshHw {
         if r.id().read() != reg::ID_WORD {
             return None;
         }
-        let (p, m) = (r.params().read(), r.mems().read());
+        let (p, m, w) = (r.params().read(), r.mems().read(), r.wafer().read());
         let params = MeshParams {
             rows: reg::params::ROWS.get(p) as u8,
             cols: reg::params::COLS.get(p) as u8,
             max_b: reg::params::MAX_B.get(p) as u8,
             sram_words: reg::mems::SRAM_WORDS.get(m),
             prog_depth: reg::mems::PROG_DEPTH.get(m) as u16,
+            wafer: reg::wafer::INDEX.get(w) as u8,
+            wafers: reg::wafer::COUNT.get(w) as u8,
+            port: reg::wafer::PORT.get(w) as u8,
         };
         Some(Self { r, params })
     }
@@ -129,12 +138,14 @@ impl MeshHw {
     }
 
     /// Where the mesh's streams go (CTRL): `capture`, the gradient egress to the data mover's
-    /// capture sink; `swarm`, the mesh on SwarmX's last port (weights from its broadcast,
-    /// gradients up to MemoryX).
-    pub fn set_ctrl(&self, capture: bool, swarm: bool) {
-        self.r
-            .ctrl()
-            .write(reg::ctrl::GRAD_CAPTURE.val(u32::from(capture)) | reg::ctrl::SWARM.val(u32::from(swarm)));
+    /// capture sink; `swarm`, the mesh on its SwarmX port (weights from the broadcast,
+    /// gradients up to MemoryX); `samples`, the data mover's sample feed (op 5) comes here.
+    pub fn set_ctrl(&self, capture: bool, swarm: bool, samples: bool) {
+        self.r.ctrl().write(
+            reg::ctrl::GRAD_CAPTURE.val(u32::from(capture))
+                | reg::ctrl::SWARM.val(u32::from(swarm))
+                | reg::ctrl::SAMPLES.val(u32::from(samples)),
+        );
     }
 
     /// Starts every PE's program of `len` instructions.

@@ -41,6 +41,7 @@ module ws_mesh_csr (
     output wire        route_we,
     output wire        ctrl_grad_capture,
     output wire        ctrl_swarm,
+    output wire        ctrl_samples,
     output wire        ctrl_we,
     output wire        cmd_cnt_clear,
     output wire        cmd_pop_metrics,
@@ -77,7 +78,10 @@ module ws_mesh_csr (
     input  wire [31:0] cnt_value_value_i,
     input  wire [31:0] feed_words_weights_i,
     input  wire [31:0] sample_words_count_i,
-    input  wire [31:0] grad_words_count_i
+    input  wire [31:0] grad_words_count_i,
+    input  wire [ 7:0] wafer_index_i,
+    input  wire [ 7:0] wafer_count_i,
+    input  wire [ 7:0] wafer_port_i
 );
 
     localparam [31:0] ID_WORD = 32'h4d450100;
@@ -140,6 +144,12 @@ module ws_mesh_csr (
         else if (wr && sel_ctrl) ctrl_swarm_reg <= (ctrl_swarm_reg & ~wmask[1]) | wbits[1];
     end
     assign ctrl_swarm = ctrl_swarm_reg;
+    reg         ctrl_samples_reg;
+    always @(posedge clk) begin
+        if (rst) ctrl_samples_reg <= 1'h0;
+        else if (wr && sel_ctrl) ctrl_samples_reg <= (ctrl_samples_reg & ~wmask[2]) | wbits[2];
+    end
+    assign ctrl_samples = ctrl_samples_reg;
 
     // CMD @ 0x020: Array commands.
     wire sel_cmd = reg_addr[11:2] == 10'd8;
@@ -220,6 +230,8 @@ module ws_mesh_csr (
 
     // GRAD_WORDS @ 0x05c: Gradient words handed out at the egress since reset.
 
+    // WAFER @ 0x060: Which wafer this block is (docs/mesh-array.md "Several wafers"): the SoC carries `count` wafer meshes, one register slot each from slot 25, wafer i on SwarmX downstream port `port` (the last port for wafer 0, then down).
+
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;
     always @* begin
@@ -247,6 +259,7 @@ module ws_mesh_csr (
             10'd7: begin
                 rdata_next[0] = ctrl_grad_capture;
                 rdata_next[1] = ctrl_swarm;
+                rdata_next[2] = ctrl_samples;
             end
             10'd9: begin
                 rdata_next[14:0] = sx_target_addr;
@@ -304,6 +317,11 @@ module ws_mesh_csr (
             end
             10'd23: begin
                 rdata_next[31:0] = grad_words_count_i;
+            end
+            10'd24: begin
+                rdata_next[7:0] = wafer_index_i;
+                rdata_next[15:8] = wafer_count_i;
+                rdata_next[23:16] = wafer_port_i;
             end
             default: rdata_next = 32'h0;
         endcase

@@ -62,6 +62,12 @@ pub struct SimOptions {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: u32,
 
+    /// Wafer meshes on SwarmX, 1..=4 (the SoC's WAFERS build parameter; each count is its own
+    /// cached build; docs/mesh-array.md "Several wafers").
+    #[arg(long, value_name = "W", default_value_t = crate::vbuild::soc::DEFAULT_WAFERS,
+          value_parser = clap::value_parser!(u32).range(1..=crate::vbuild::soc::MAX_WAFERS as i64))]
+    pub wafers: u32,
+
     /// Dump FST waves into this file (uses a separately cached model with trace support).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -128,6 +134,7 @@ impl SimOptions {
             board: PathBuf::from("boards/sim/board.toml"),
             port_base: Some(0),
             threads: 1,
+            wafers: crate::vbuild::soc::DEFAULT_WAFERS,
             trace: None,
             trace_from: None,
             trace_to: None,
@@ -160,6 +167,7 @@ impl SimOptions {
             push("--port-base", p.to_string());
         }
         push("--threads", self.threads.to_string());
+        push("--wafers", self.wafers.to_string());
         if let Some(t) = &self.trace {
             push("--trace", t.display().to_string());
         }

@@ -102,7 +102,12 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
         }
     }
     let build =
-        SocBuild { threads: opts.threads.max(1), trace_fst: opts.trace.is_some(), ..SocBuild::default() };
+        SocBuild {
+            threads: opts.threads.max(1),
+            trace_fst: opts.trace.is_some(),
+            wafers: opts.wafers,
+            ..SocBuild::default()
+        };
     let model = build_model(&build, opts.quiet)?;
     let Some(program) = program else {
         return Ok(());
@@ -1120,6 +1125,7 @@ impl<'a> Server<'a> {
             "demo": self.program.demo.map(demo_name),
             "model": self.soc.model().name,
             "threads": self.opts.threads.max(1),
+            "wafers": self.opts.wafers,
             "trace": path(&self.opts.trace),
             "jtag": self.ports.addr[JTAG_PORT].to_string(),
             "jtag_client": self.jtag.is_some(),

@@ -92,11 +92,19 @@ pub struct SocBuild {
     pub opt: OptLevel,
     /// Cache root override.
     pub cache_root: Option<PathBuf>,
+    /// Wafer meshes on SwarmX (`ws_soc`'s WAFERS, 1..=[`MAX_WAFERS`]; docs/mesh-array.md
+    /// "Several wafers").
+    pub wafers: u32,
 }
+
+/// Wafers of the default simulated board.
+pub const DEFAULT_WAFERS: u32 = 2;
+/// The most wafers a SoC carries (SwarmX's four downstream ports).
+pub const MAX_WAFERS: u32 = 4;
 
 impl Default for SocBuild {
     fn default() -> Self {
-        SocBuild { threads: 1, trace_fst: false, opt: OptLevel::Release, cache_root: None }
+        SocBuild { threads: 1, trace_fst: false, opt: OptLevel::Release, cache_root: None, wafers: DEFAULT_WAFERS }
     }
 }
 
@@ -118,7 +126,13 @@ pub fn check_cpu_package() -> Result<PathBuf, BuildError> {
 pub fn soc_spec(opts: &SocBuild) -> Result<ModelSpec, BuildError> {
     check_cpu_package()?;
     let files = SocFiles::load()?;
-    let mut name = format!("{}-t{}", files.top, opts.threads.max(1));
+    if !(1..=MAX_WAFERS).contains(&opts.wafers) {
+        return Err(BuildError::SocFiles {
+            path: paths::in_workspace(SOC_FILES),
+            msg: format!("{} wafers: the SoC carries 1 to {MAX_WAFERS} (SwarmX's ports)", opts.wafers),
+        });
+    }
+    let mut name = format!("{}-t{}-w{}", files.top, opts.threads.max(1), opts.wafers);
     if opts.trace_fst {
         name.push_str("-fst");
     }
@@ -161,6 +175,7 @@ pub fn soc_spec(opts: &SocBuild) -> Result<ModelSpec, BuildError> {
     // $readmemh resolves relative names against the simulator's working directory; pin the
     // image by absolute path so ws-sim runs from anywhere.
     spec.params.push(("BOOTROM_INIT".into(), format!("\"{}\"", bootrom.display())));
+    spec.params.push(("WAFERS".into(), opts.wafers.to_string()));
     Ok(spec)
 }
 

@@ -9,6 +9,7 @@ mod load_data;
 mod loader_info;
 mod log_echo;
 mod mesh;
+mod mesh_eval;
 mod mx_counters;
 mod mx_create;
 mod mx_info;
@@ -31,6 +32,7 @@ pub use load_data::{LoadData, MAX_LOAD_CHUNK};
 pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
 pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
+pub use mesh_eval::MeshEval;
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
@@ -97,6 +99,8 @@ pub mod opcode {
     pub const MESH_STEP: u8 = 0x51;
     /// [`super::MeshTrain`] (link v2; the wafer mesh with MemoryX and SwarmX).
     pub const MESH_TRAIN: u8 = 0x52;
+    /// [`super::MeshEval`] (link v2; the wafers' forward pass with MemoryX's weights).
+    pub const MESH_EVAL: u8 = 0x53;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).

@@ -4298,6 +4298,8 @@ pub mod mesh {
     pub const SAMPLE_WORDS: u32 = 0x058;
     /// Offset of GRAD_WORDS: Gradient words handed out at the egress since reset.
     pub const GRAD_WORDS: u32 = 0x05c;
+    /// Offset of WAFER: Which wafer this block is (docs/mesh-array.md "Several wafers"): the SoC carries `count` wafer meshes, one register slot each from slot 25, wafer i on SwarmX downstream port `port` (the last port for wafer 0, then down).
+    pub const WAFER: u32 = 0x060;
     /// Fields of PARAMS.
     pub mod params {
         use super::Field;
@@ -4359,8 +4361,10 @@ pub mod mesh {
         use super::Field;
         /// 1: the gradient egress goes to the data mover's capture sink (mxdma WOUT_*) in place of the streamer's weight-out; 0: gradient flits wait in the array. (rw, bits 0:0).
         pub const GRAD_CAPTURE: Field = Field { shift: 0, width: 1 };
-        /// 1 (on a block with SwarmX): the mesh is the wafer on SwarmX's last downstream port. The data mover's op 4 weight flits go into SwarmX's broadcast in place of the streamer's weight-out, the last port's copies into the weight ingress, and the gradient egress (unless grad_capture) up the last port, whose reduced uplink feeds the streamer. Change it only between steps. (rw, bits 1:1).
+        /// 1 (on a block with SwarmX): the mesh is the wafer on its SwarmX downstream port (WAFER.port). The data mover's op 4 weight flits go into SwarmX's broadcast in place of the streamer's weight-out (while any wafer has this bit), the port's copies into the weight ingress, and the gradient egress (unless grad_capture) up the port, whose reduced uplink feeds the streamer. Change it only between steps. (rw, bits 1:1).
         pub const SWARM: Field = Field { shift: 1, width: 1 };
+        /// 1: this wafer takes the data mover's sample feed (op 5). The lowest wafer with the bit takes it; with the bit clear on every wafer, wafer 0 does. Set it on one wafer at a time, between ops. (rw, bits 2:2).
+        pub const SAMPLES: Field = Field { shift: 2, width: 1 };
     }
     /// Fields of CMD.
     pub mod cmd {
@@ -4485,6 +4489,16 @@ pub mod mesh {
         use super::Field;
         /// `count` field (ro, bits 31:0).
         pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of WAFER.
+    pub mod wafer {
+        use super::Field;
+        /// This wafer's index, 0 .. count - 1. (ro, bits 7:0).
+        pub const INDEX: Field = Field { shift: 0, width: 8 };
+        /// Wafers the SoC carries (the WAFERS build parameter). (ro, bits 15:8).
+        pub const COUNT: Field = Field { shift: 8, width: 8 };
+        /// Its SwarmX downstream port (0xff: the block has no SwarmX). (ro, bits 23:16).
+        pub const PORT: Field = Field { shift: 16, width: 8 };
     }
 }
 

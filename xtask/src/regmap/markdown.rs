@@ -18,7 +18,11 @@ pub fn reference(m: &RegMap) -> String {
         let _ = writeln!(
             s,
             "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} | {} |",
-            b.slot,
+            if b.instances > 1 {
+                format!("{}..{} (up to {} copies, one per slot)", b.slot, b.slot + b.instances - 1, b.instances)
+            } else {
+                b.slot.to_string()
+            },
             b.info.name,
             b.info.name,
             b.base,

@@ -40,10 +40,18 @@ pub struct SlotRef {
     /// instantiated in `ws_soc` (hosts then do not expect it on a board).
     #[serde(default = "yes")]
     pub in_soc: bool,
+    /// Copies of the block in consecutive slots from `slot` (the SoC carries up to this many;
+    /// an empty slot reads 0). Firmware gets one accessor per copy.
+    #[serde(default = "one")]
+    pub instances: u32,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,6 +163,8 @@ pub struct Block {
     pub slot: u32,
     pub base: u32,
     pub source: String,
+    /// Copies in slots `slot .. slot + instances`.
+    pub instances: u32,
 }
 
 impl Block {
@@ -299,7 +309,15 @@ pub fn load(dir: &Path) -> Result<RegMap> {
             }
         }
         let slot = sref.slot;
+        ensure!(
+            (1..=16).contains(&sref.instances)
+                && (sref.slot + sref.instances) * soc.soc.slot_bytes <= periph.size,
+            "soc.toml: block {} has {} instances: 1 to 16, inside the periph region",
+            sref.name,
+            sref.instances
+        );
         blocks.push(Block {
+            instances: sref.instances,
             in_soc: sref.in_soc,
             base: periph.base + slot * soc.soc.slot_bytes,
             slot,
@@ -310,7 +328,9 @@ pub fn load(dir: &Path) -> Result<RegMap> {
     }
     let mut slots = std::collections::BTreeSet::new();
     for b in &blocks {
-        ensure!(slots.insert(b.slot), "soc.toml: two blocks in slot {}", b.slot);
+        for slot in b.slot..b.slot + b.instances {
+            ensure!(slots.insert(slot), "soc.toml: two blocks in slot {slot}");
+        }
     }
     let mut ids = std::collections::BTreeSet::new();
     for b in &blocks {

@@ -153,11 +153,28 @@ impl Reg {
         let ty = camel(&b.info.name);
         let name = &b.info.name;
         doc(&mut s, "", &format!("The `{name}` block: {}", b.info.desc));
-        let _ = writeln!(s, "#[derive(Debug)]\npub struct {ty} {{\n    _private: (),\n}}\n");
+        // A block with several instances keeps its base; a single one is a constant.
+        let multi = b.instances > 1;
+        let base = if multi { "self.base" } else { "Self::BASE" };
+        if multi {
+            let _ = writeln!(s, "#[derive(Debug)]\npub struct {ty} {{\n    base: usize,\n}}\n");
+        } else {
+            let _ = writeln!(s, "#[derive(Debug)]\npub struct {ty} {{\n    _private: (),\n}}\n");
+        }
         let _ = writeln!(s, "impl {ty} {{");
-        let _ =
-            writeln!(s, "    /// Base address.\n    pub const BASE: usize = regmap::{name}::BASE as usize;");
-        let _ = writeln!(s, "    /// The block's ID word (offset 0).\n    #[inline(always)]\n    pub fn id(&self) -> Reg {{\n        Reg(Self::BASE)\n    }}");
+        let _ = writeln!(
+            s,
+            "    /// Base address{}.\n    pub const BASE: usize = regmap::{name}::BASE as usize;",
+            if multi { " of instance 0" } else { "" }
+        );
+        if multi {
+            let _ = writeln!(
+                s,
+                "    /// Instances, in consecutive slots.\n    pub const INSTANCES: usize = {};\n    /// This instance's base address.\n    pub fn base(&self) -> usize {{\n        self.base\n    }}",
+                b.instances
+            );
+        }
+        let _ = writeln!(s, "    /// The block's ID word (offset 0).\n    #[inline(always)]\n    pub fn id(&self) -> Reg {{\n        Reg({base})\n    }}");
         for r in &b.regs {
             let acc: Vec<String> =
                 r.fields.iter().map(|f| format!("{:?}", f.access).to_lowercase()).collect();
@@ -166,7 +183,7 @@ impl Reg {
             doc(&mut s, "    ", &format!("{} ({}): {}", r.name, acc_u.join("/"), r.desc));
             let _ = writeln!(
                 s,
-                "    #[inline(always)]\n    pub fn {}(&self) -> Reg {{\n        Reg(Self::BASE + regmap::{name}::{} as usize)\n    }}",
+                "    #[inline(always)]\n    pub fn {}(&self) -> Reg {{\n        Reg({base} + regmap::{name}::{} as usize)\n    }}",
                 r.name.to_lowercase(),
                 r.name
             );
@@ -181,7 +198,7 @@ impl Reg {
                 );
                 let _ = writeln!(
                     s,
-                    "    #[inline(always)]\n    pub fn {}(&self, i: usize) -> Reg {{\n        debug_assert!(i < {});\n        Reg(Self::BASE + regmap::{name}::{} as usize + i * {:#x})\n    }}",
+                    "    #[inline(always)]\n    pub fn {}(&self, i: usize) -> Reg {{\n        debug_assert!(i < {});\n        Reg({base} + regmap::{name}::{} as usize + i * {:#x})\n    }}",
                     a.name.to_lowercase(),
                     a.count,
                     r.name,
@@ -197,13 +214,25 @@ impl Reg {
         "/// Every register block, each owned once.\n#[derive(Debug)]\npub struct Peripherals {{"
     );
     for b in &m.blocks {
-        let _ = writeln!(
-            s,
-            "    /// The `{}` block.\n    pub {}: {},",
-            b.info.name,
-            b.info.name,
-            camel(&b.info.name)
-        );
+        if b.instances > 1 {
+            let _ = writeln!(
+                s,
+                "    /// The `{}` blocks, instance i in slot {} + i.\n    pub {}: [{}; {}],",
+                b.info.name,
+                b.slot,
+                b.info.name,
+                camel(&b.info.name),
+                b.instances
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "    /// The `{}` block.\n    pub {}: {},",
+                b.info.name,
+                b.info.name,
+                camel(&b.info.name)
+            );
+        }
     }
     let _ = writeln!(s, "}}\n");
     s.push_str(
@@ -235,7 +264,18 @@ impl Peripherals {
 "#,
     );
     for b in &m.blocks {
-        let _ = writeln!(s, "            {}: {} {{ _private: () }},", b.info.name, camel(&b.info.name));
+        let ty = camel(&b.info.name);
+        if b.instances > 1 {
+            let list: Vec<String> = (0..b.instances)
+                .map(|i| match i * m.soc.soc.slot_bytes {
+                    0 => format!("{ty} {{ base: {ty}::BASE }}"),
+                    off => format!("{ty} {{ base: {ty}::BASE + {off:#x} }}"),
+                })
+                .collect();
+            let _ = writeln!(s, "            {}: [{}],", b.info.name, list.join(", "));
+        } else {
+            let _ = writeln!(s, "            {}: {ty} {{ _private: () }},", b.info.name);
+        }
     }
     s.push_str("        }\n    }\n}\n");
     s

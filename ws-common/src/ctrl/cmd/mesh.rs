@@ -12,12 +12,15 @@
 //!   (every layer's dW/db, last layer first, as `golden::mesh::step` orders them). The answer
 //!   carries the step's loss sum and correct count from the metrics egress, and the counters.
 //!
-//! - [`MeshTrain`] runs one training step with MemoryX in the loop: the weights come from
-//!   MemoryX's store (MemoryX layers 0 … L−1, created by the host with the mesh's layer
-//!   shapes), down SwarmX's broadcast to the mesh on its last port, and the gradients go up
-//!   that port, through SwarmX, into MemoryX's optimizer, which applies step `t` to every
-//!   layer. Only the samples cross the link (channel 4, as for `MeshStep`); the answer comes
-//!   once every layer's update has retired in the store.
+//! - [`MeshTrain`] runs one training step with MemoryX in the loop on W wafers: the weights
+//!   come from MemoryX's store (MemoryX layers 0 … L−1, created by the host with the mesh's
+//!   layer shapes), down SwarmX's broadcast to every wafer on its port, and each wafer's
+//!   gradients go up its port; SwarmX sums them in its fixed order into MemoryX's optimizer,
+//!   which applies step `t` to every layer. Only the samples cross the link (channel 4: wafer
+//!   0's inputs then its labels, then wafer 1's, …; wafer w takes samples w·C … of the
+//!   request, C = PEs × B); the answer comes once every layer's update has retired in the
+//!   store, with the wafers' metrics summed in wafer order.
+//! - [`MeshEval`](super::MeshEval) runs the forward pass only, for held-out evaluation.
 //!
 //! The firmware only sequences: it places each PE's samples with the data mover, loads the
 //! programs, starts the PEs, feeds the weights and moves the capture ring's position; no
@@ -70,8 +73,17 @@ pub struct MeshPlan {
     pub weight_words: u32,
     /// Gradient words a step gives back on channel 2.
     pub grad_words: u32,
-    /// Largest batch: PEs × B.
+    /// Largest batch of one wafer: PEs × B.
     pub capacity: u32,
+    /// Wafers the board carries (each a mesh of this shape on a SwarmX port).
+    pub wafers: u8,
+}
+
+impl MeshPlan {
+    /// Samples `wafers` wafers hold together.
+    pub fn capacity_of(&self, wafers: u8) -> u32 {
+        self.capacity.saturating_mul(u32::from(wafers))
+    }
 }
 
 /// Runs one training step.
@@ -89,8 +101,11 @@ pub struct MeshTrain {
     /// The optimizer step of every layer (each layer's last step + 1); its low 16 bits are
     /// the step in the gradient headers.
     pub t: u32,
-    /// Samples (1 ..= the plan's capacity).
+    /// Samples (1 ..= the plan's capacity × wafers).
     pub samples: u16,
+    /// Wafers to train on (1 ..= the plan's wafers): wafers 0 … W−1, whose gradients SwarmX
+    /// sums.
+    pub wafers: u8,
 }
 
 /// What a step did.
@@ -102,11 +117,11 @@ pub struct MeshStepDone {
     pub loss: u32,
     /// Correct predictions (binary32 bits of the count, as the metrics egress carries it).
     pub correct: u32,
-    /// Mesh cycles from the start of the PEs to the last one done.
+    /// Mesh cycles from the start of the PEs to the last one done (the busiest wafer's).
     pub cycles: u32,
-    /// FMAs issued over every PE.
+    /// FMAs issued over every PE of every wafer.
     pub fmas: u32,
-    /// Gradient words that left the mesh.
+    /// Gradient words that left the mesh (each wafer's; they are equal).
     pub grad_words: u32,
 }
 
@@ -149,10 +164,11 @@ impl<'a> Command<'a> for MeshSetup {
         for v in [r.sram_used, r.sram_words, r.weight_words, r.grad_words, r.capacity] {
             w.u32(v)?;
         }
+        w.u8(r.wafers)?;
         Ok(w.len())
     }
     fn decode_response(d: &'a [u8]) -> Result<MeshPlan, Status> {
-        if d.len() != 28 {
+        if d.len() != 29 {
             return Err(Status::BadLength);
         }
         Ok(MeshPlan {
@@ -166,6 +182,7 @@ impl<'a> Command<'a> for MeshSetup {
             weight_words: get_u32(d, 16)?,
             grad_words: get_u32(d, 20)?,
             capacity: get_u32(d, 24)?,
+            wafers: d[28],
         })
     }
 }
@@ -217,13 +234,14 @@ impl<'a> Command<'a> for MeshTrain {
         let mut w = Writer::new(out);
         w.u32(self.t)?;
         w.u16(self.samples)?;
+        w.u8(self.wafers)?;
         Ok(w.len())
     }
     fn decode(p: &'a [u8]) -> Result<Self, Status> {
-        if p.len() != 6 {
+        if p.len() != 7 {
             return Err(Status::BadLength);
         }
-        Ok(Self { t: get_u32(p, 0)?, samples: get_u16(p, 4)? })
+        Ok(Self { t: get_u32(p, 0)?, samples: get_u16(p, 4)?, wafers: p[6] })
     }
     fn encode_response(r: &MeshStepDone, out: &mut [u8]) -> Result<usize, Status> {
         MeshStep::encode_response(r, out)
@@ -261,13 +279,14 @@ mod tests {
             weight_words: 99,
             grad_words: 77,
             capacity: 16,
+            wafers: 2,
         };
         let n = MeshSetup::encode_response(&r, &mut b).unwrap();
         assert_eq!(MeshSetup::decode_response(&b[..n]), Ok(r));
         let q = MeshStep { step: 7, samples: 13 };
         let n = q.encode(&mut b).unwrap();
         assert_eq!(MeshStep::decode(&b[..n]), Ok(q));
-        let q = MeshTrain { t: 70_000, samples: 3 };
+        let q = MeshTrain { t: 70_000, samples: 3, wafers: 2 };
         let n = q.encode(&mut b).unwrap();
         assert_eq!(MeshTrain::decode(&b[..n]), Ok(q));
         assert_eq!(MeshTrain::decode(&b[..n - 1]), Err(Status::BadLength));

@@ -1,0 +1,305 @@
+//! `MeshTrain` and `MeshEval` (docs/mesh-array.md "On SwarmX", "Several wafers"): jobs whose
+//! weights come from MemoryX's store, down SwarmX's broadcast to wafers 0 … W−1, each wafer
+//! on its SwarmX port with its own part of the samples.
+//!
+//! ```text
+//!  MemoryX store ──op 2──► staging (TX0 ring) ──op 4──► SwarmX broadcast ──port of w──► wafer w
+//!  MemoryX lanes ◄── streamer gradient input ◄── SwarmX reduce (the wafers' ports) ◄── wafers
+//! ```
+//!
+//! `MeshTrain` also stages the backward passes' weights before anything is updated and has
+//! MemoryX apply step t as the reduced gradients arrive; `MeshEval` streams the forward pass
+//! only and updates nothing.
+
+use ws_common::ctrl::cmd::{MeshEval, MeshStepDone, MeshTrain};
+use ws_common::ctrl::Status;
+use ws_common::mesh::{eval_program, step_program, Segment, GSEG, METRICS_ID, METRICS_WORDS};
+
+use super::{Counts, Expect, MeshPlane, Setup, MAX_WAFERS, RX_SAMPLES};
+use crate::dataplane::{fault, MemoryXPlane, TX_WEIGHTS};
+use crate::hal::link::LinkEngine;
+use crate::hal::mesh::MeshHw;
+use crate::hal::mx::{Op, Ring};
+use crate::mx::Layer as MxLayer;
+
+/// Words per staged piece of a job's weights: whole store beats, one op 4 chunk.
+const STAGE_PIECE: u32 = 1024;
+
+/// A store-fed job's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// Optimizer step t (`MeshTrain`).
+    Train(u32),
+    /// The forward pass only (`MeshEval`).
+    Eval,
+}
+
+/// The MemoryX layers of a job, checked.
+type Layers = [Option<MxLayer>; GSEG];
+
+impl MemoryXPlane {
+    /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
+    /// Refused before anything moves (the samples the host sent are consumed): no SwarmX, a
+    /// wafer's port masked, more wafers than the board has, a MemoryX layer missing or of the
+    /// wrong size or not at step t − 1, more layers than constant slots, backward weights that
+    /// do not fit the staging ring.
+    pub(in crate::dataplane) fn mesh_train(
+        &mut self,
+        q: &MeshTrain,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        self.store_fed(Job::Train(q.t), usize::from(q.samples), usize::from(q.wafers), eng)
+    }
+
+    /// Held-out evaluation (see `ws_common::ctrl::cmd::MeshEval`): the forward pass with
+    /// MemoryX's weights, nothing updated. Refused as `MeshTrain` is, but a layer at any step.
+    pub(in crate::dataplane) fn mesh_eval(
+        &mut self,
+        q: &MeshEval,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        self.store_fed(Job::Eval, usize::from(q.samples), usize::from(q.wafers), eng)
+    }
+
+    fn store_fed(&mut self, job: Job, n: usize, w: usize, eng: &mut LinkEngine) -> Result<MeshStepDone, Status> {
+        self.memoryx_mode()?;
+        self.mesh.as_ref().ok_or(Status::NotPresent)?;
+        let clean = self.known_state(eng);
+        let plane = self.mesh.take().ok_or(Status::NotPresent)?;
+        let r = self.store_fed_on(&plane, job, n, w, clean, eng);
+        self.mesh = Some(plane);
+        r
+    }
+
+    /// Runs the job on `m` if the board reached its known state (`clean`).
+    fn store_fed_on(
+        &mut self,
+        m: &MeshPlane,
+        job: Job,
+        n: usize,
+        w: usize,
+        clean: Result<(), Status>,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        let s = m.setup.ok_or(Status::BadStep)?;
+        let checked = clean.and_then(|()| self.check_job(m, &s, job, n, w, eng));
+        let (layers, ports) = match checked {
+            Ok(x) => x,
+            Err(st) => {
+                self.drain(eng, RX_SAMPLES, n as u32 * (s.dims[0] as u32 + 1));
+                return Err(st);
+            }
+        };
+        let hws = &m.wafers[..w];
+        let r = self.run_job(hws, job, n, &s, &layers, ports, eng);
+        for hw in &m.wafers {
+            hw.set_ctrl(false, false, false);
+        }
+        self.set_fed(u16::MAX);
+        r
+    }
+
+    /// The MemoryX layers of a job, and the SwarmX ports of its wafers.
+    fn check_job(
+        &self,
+        m: &MeshPlane,
+        s: &Setup,
+        job: Job,
+        n: usize,
+        w: usize,
+        eng: &LinkEngine,
+    ) -> Result<(Layers, u16), Status> {
+        if w == 0 || w > m.wafers.len() || w > MAX_WAFERS {
+            return Err(Status::BadArgument);
+        }
+        if n == 0 || n as u32 > s.plan.capacity.saturating_mul(w as u32) {
+            return Err(Status::BadArgument);
+        }
+        let sw = self.swarm.as_ref().ok_or(Status::NotPresent)?;
+        let mut ports = 0u16;
+        for hw in &m.wafers[..w] {
+            if hw.busy() {
+                return Err(Status::DeviceFault);
+            }
+            let port = hw.params().port;
+            if port >= sw.hw.params().ports {
+                return Err(Status::NotPresent);
+            }
+            ports |= 1 << port;
+        }
+        if job != Job::Eval && sw.policy.active() & ports != ports {
+            return Err(Status::BadArgument);
+        }
+        let nl = s.layers();
+        if nl as u32 > self.slots {
+            return Err(Status::BadArgument);
+        }
+        let mut layers = [None; GSEG];
+        for (l, slot) in layers.iter_mut().enumerate().take(nl) {
+            let ml = match job {
+                Job::Train(t) => *self.table.check_step(l as u16, t)?,
+                Job::Eval => *self.table.layer(l as u16)?,
+            };
+            if ml.len != s.layer_words(l) {
+                return Err(Status::BadArgument);
+            }
+            *slot = Some(ml);
+        }
+        // The backward passes' weights are staged whole, beside one forward piece.
+        let ring_words = Self::rings(eng)[3].len / 4;
+        let back: u32 = if job == Job::Eval { 0 } else { (1..nl).map(|l| s.layer_words(l)).sum() };
+        if back + STAGE_PIECE > ring_words {
+            return Err(Status::BadArgument);
+        }
+        Ok((layers, ports))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_job(
+        &mut self,
+        hws: &[MeshHw],
+        job: Job,
+        n: usize,
+        s: &Setup,
+        layers: &Layers,
+        ports: u16,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
+        let nl = s.layers();
+        let layer = |l: usize| layers[l].ok_or(Status::DeviceFault);
+        let t = match job {
+            Job::Train(t) => t,
+            Job::Eval => 0,
+        };
+        let step = t as u16;
+        // SwarmX takes the wafers' ports; MemoryX's weight-out goes to the sink (dropped).
+        self.set_fed(ports);
+        self.mx.set_route(0, 0);
+        self.mx.set_wout_swarm(false);
+        self.mx.set_capture(None);
+        for hw in hws {
+            hw.set_ctrl(false, true, false);
+        }
+
+        // The staging ring: TX0's ring, all of it free once the host has everything it was
+        // sent (the link sends only up to TX0's ready position, which staging never moves).
+        let ring = Self::rings(eng)[3];
+        if !(0..self.budget.max(1)).any(|_| eng.tx_ready(TX_WEIGHTS) == eng.tx_acked(TX_WEIGHTS)) {
+            return Err(Status::Timeout);
+        }
+        let at = eng.tx_ready(TX_WEIGHTS) & (ring.len - 1);
+        let stage =
+            |words: u32| Ring { base: ring.base, len: ring.len, off: (at + 4 * words) & (ring.len - 1) };
+
+        // Before anything is updated: the backward passes' weights (layers L−1 … 1) into the
+        // staging ring, since MemoryX updates a layer while the wafers still walk back
+        // through it.
+        let mut back = [0u32; GSEG];
+        let mut staged = 0u32;
+        if job != Job::Eval {
+            for l in (1..nl).rev() {
+                back[l] = staged;
+                let words = s.layer_words(l);
+                self.copy_to_ring(layer(l)?.info.bases[0], words, |done| stage(staged + done))?;
+                staged += words;
+            }
+        }
+
+        // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …) and programs.
+        let mut len = 0;
+        for (w, hw) in hws.iter().enumerate() {
+            hw.set_ctrl(false, true, true);
+            let program = |slots, samples, head| match job {
+                Job::Eval => eval_program(s.dims(), &s.map, slots, samples, head),
+                Job::Train(_) => step_program(s.dims(), &s.map, slots, samples, head),
+            };
+            len = self.place(hw, s, s.wafer_samples(n, w), None, eng, program)?;
+            hw.set_ctrl(false, true, false);
+        }
+        // The egress table, in MemoryX's chunks so each chunk is one of the streamer's; the
+        // metrics only for an evaluation.
+        let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
+        let nseg = if job == Job::Eval { 1 } else { nl + 1 };
+        for (k, l) in (0..nl).rev().enumerate().take(nseg - 1) {
+            segs[k + 1] =
+                Segment { layer: l as u16, chunk_words: layer(l)?.info.chunk, words: s.layer_words(l), metrics: false };
+        }
+        for hw in hws {
+            hw.set_step(step, &segs[..nseg]);
+        }
+        // Every layer's step t, so its gradients are taken as they come.
+        let errs = self.mx.err_count();
+        if job != Job::Eval {
+            for l in 0..nl {
+                let ml = layer(l)?;
+                let slot = l as u32 % self.slots;
+                self.mx.write_slot(slot as usize, &ml.consts(t));
+                self.mx.set_step(l, t, slot);
+            }
+        }
+        let start = Counts::all(hws, s);
+        for hw in hws {
+            hw.start(len);
+        }
+
+        // Forward: each layer from the store, a piece at a time through the staging ring.
+        let fwd = stage(staged);
+        for l in 0..nl {
+            let (base, words) = (layer(l)?.info.bases[0], s.layer_words(l));
+            let mut done = 0;
+            while done < words {
+                let piece = (words - done).min(STAGE_PIECE);
+                self.mx
+                    .mover(Op::StoreToRing, fwd, base + 4 * done, piece, (0, 0, 0, 0), self.budget)
+                    .map_err(fault)?;
+                let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
+                self.mx.mover(Op::RingToMesh, fwd, 0, piece, hdr, self.budget).map_err(fault)?;
+                done += piece;
+            }
+        }
+        // Backward: the staged copies.
+        if job != Job::Eval {
+            for l in (1..nl).rev() {
+                let words = s.layer_words(l);
+                let mut done = 0;
+                while done < words {
+                    let piece = (words - done).min(STAGE_PIECE);
+                    let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
+                    self.mx
+                        .mover(Op::RingToMesh, stage(back[l] + done), 0, piece, hdr, self.budget)
+                        .map_err(fault)?;
+                    done += piece;
+                }
+            }
+        }
+
+        self.wait_pes(hws, s, eng, None)?;
+        let expect = match job {
+            Job::Eval => Expect { weights: s.forward_words(), grads: 0 },
+            Job::Train(_) => {
+                for l in 0..nl {
+                    self.mx.wait_done(l, layer(l)?.chunks(), errs, self.budget).map_err(fault)?;
+                }
+                for l in 0..nl {
+                    self.table.stepped(l as u16, t);
+                }
+                self.steps = self.steps.wrapping_add(1);
+                Expect { weights: s.plan.weight_words, grads: s.plan.grad_words }
+            }
+        };
+        self.step_done(hws, s, step, &start, expect)
+    }
+
+    /// Copies `words` store words from `addr` into the ring `at(done)` names for each piece.
+    fn copy_to_ring(&mut self, addr: u32, words: u32, at: impl Fn(u32) -> Ring) -> Result<(), Status> {
+        let mut done = 0;
+        while done < words {
+            let piece = (words - done).min(STAGE_PIECE);
+            self.mx
+                .mover(Op::StoreToRing, at(done), addr + 4 * done, piece, (0, 0, 0, 0), self.budget)
+                .map_err(fault)?;
+            done += piece;
+        }
+        Ok(())
+    }
+}
