@@ -212,7 +212,7 @@ impl Table {
             schedule: c.schedule,
             workers: c.workers,
             batch: c.batch,
-            at: 0,
+            at: c.start,
         };
         self.layers[c.layer as usize] = Some(l);
         Ok(l)
@@ -292,7 +292,7 @@ mod tests {
     use super::*;
 
     fn create(layer: u16, len: u32, hyper: Hyper) -> MxCreate {
-        MxCreate { layer, len, workers: 1, batch: 1, hyper, schedule: Schedule::constant(0.01) }
+        MxCreate { layer, len, workers: 1, batch: 1, hyper, schedule: Schedule::constant(0.01), start: 0 }
     }
 
     fn adam() -> Hyper {

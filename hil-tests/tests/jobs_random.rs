@@ -53,7 +53,7 @@ fn optim_job(sim: &SimProcess, g: &mut Gen, what: &str) {
     let model = Model::parse(&m, "model").expect("model");
     let grads = Grads::parse_wafers(&gr, "grads", &model, steps, wafers).expect("grads");
     let cfg =
-        LayerConfig { len: 0, hyper, schedule: Schedule::constant(0.01), workers: wafers.max(1), batch: 1 };
+        LayerConfig { len: 0, hyper, schedule: Schedule::constant(0.01), workers: wafers.max(1), batch: 1, start: 0 };
     let mut dev = optim::open_board(link(sim), "sim").expect("MemoryX");
     let board = optim::run(&mut dev, &model, &grads, steps, &|_| cfg, &mut |_| {})
         .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -142,6 +142,7 @@ fn dead_host_job(sim: &SimProcess, g: &mut Gen, what: &str) {
         schedule: Schedule::constant(0.01),
         workers: 1,
         batch: 1,
+        start: 0,
     };
     dev.create_layer(0, &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
     dev.create_layer(1, &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -220,6 +220,7 @@ fn bad_memoryx_requests_are_refused_and_lose_nothing() {
         schedule: Schedule::constant(1e-3),
         workers: 1,
         batch: 1,
+        start: 0,
     };
     dev.create_layer(0, &cfg).expect("layer 0");
     let w: Vec<u32> = (0..100u32).map(|i| (i as f32 * 0.25 - 3.0).to_bits()).collect();
@@ -233,6 +234,7 @@ fn bad_memoryx_requests_are_refused_and_lose_nothing() {
         batch: 1,
         hyper: Hyper::ADAM,
         schedule: Schedule::constant(1e-3),
+        start: 0,
     };
     refused(link, &create(0, 8), Status::BadArgument, "a layer that exists");
     refused(link, &create(info.max_layers as u16, 8), Status::NoLayer, "a layer past the table");

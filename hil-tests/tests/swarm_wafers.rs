@@ -87,6 +87,7 @@ fn wafers_gradients_are_reduced_by_swarmx_and_a_dead_wafer_is_masked() {
         schedule: Schedule::constant(1e-2),
         workers: 3,
         batch: 2,
+        start: 0,
     };
     let mut gen = Gen(0x5eed_5a4d);
     let w = gen.words(LEN);

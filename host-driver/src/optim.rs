@@ -107,6 +107,9 @@ pub struct LayerConfig {
     pub workers: u32,
     /// Samples per wafer and step.
     pub batch: u32,
+    /// The last step the layer has run when it is created: 0 for a new layer, t to continue
+    /// a run from a checkpoint of step t (write its arrays, then the next step is t + 1).
+    pub start: u32,
 }
 
 /// A MemoryX that applies the optimizer: the board over the link, or [`Golden`] on the host.
@@ -195,7 +198,7 @@ impl MxDevice for Golden {
             return Err(OptimError::ZeroLength { layer }.into());
         }
         let params = vec![Param::default(); cfg.len as usize];
-        self.layers.insert(layer, GoldenLayer { cfg: *cfg, params, at: 0 });
+        self.layers.insert(layer, GoldenLayer { cfg: *cfg, params, at: cfg.start });
         Ok(())
     }
 

@@ -147,6 +147,7 @@ impl TrainRun {
                 schedule: Schedule::constant(self.lr),
                 workers: 1,
                 batch: n as u32,
+                start: 0,
             };
             // He-style scale: the inputs' variance kept through the ReLUs.
             let scale = (2.0 / inputs as f32).sqrt();

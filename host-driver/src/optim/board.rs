@@ -252,6 +252,7 @@ impl MxDevice for BoardMx {
             batch: cfg.batch,
             hyper: cfg.hyper,
             schedule: cfg.schedule,
+            start: cfg.start,
         };
         let placed = match self.link.request(&req, STALL, 1) {
             Ok(p) => p,

@@ -8,7 +8,7 @@ use super::*;
 use crate::Error;
 
 fn cfg(hyper: Hyper, schedule: Schedule) -> LayerConfig {
-    LayerConfig { len: 0, hyper, schedule, workers: 2, batch: 4 }
+    LayerConfig { len: 0, hyper, schedule, workers: 2, batch: 4, start: 0 }
 }
 
 fn example_files() -> (Model, Grads) {

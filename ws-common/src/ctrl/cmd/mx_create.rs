@@ -26,6 +26,10 @@ pub struct MxCreate {
     pub hyper: Hyper,
     /// The learning rate of every step.
     pub schedule: Schedule,
+    /// The last step the layer has run: 0 for a new layer; t to continue a run from step t
+    /// (its arrays then written with the state of step t), so the next step is t + 1 and the
+    /// bias correction and the learning-rate schedule go on exactly.
+    pub start: u32,
 }
 
 /// Where the layer went.
@@ -38,7 +42,7 @@ pub struct MxLayerInfo {
     pub bases: [u32; 4],
 }
 
-const LEN: usize = 14 + HYPER_LEN + SCHEDULE_LEN;
+const LEN: usize = 18 + HYPER_LEN + SCHEDULE_LEN;
 
 impl<'a> Command<'a> for MxCreate {
     const OPCODE: u8 = super::opcode::MX_CREATE;
@@ -56,6 +60,7 @@ impl<'a> Command<'a> for MxCreate {
         w.u32(self.batch)?;
         w.bytes(&h)?;
         w.bytes(&s)?;
+        w.u32(self.start)?;
         Ok(w.len())
     }
     fn decode(p: &'a [u8]) -> Result<Self, Status> {
@@ -65,7 +70,7 @@ impl<'a> Command<'a> for MxCreate {
         let mut h = [0u8; HYPER_LEN];
         h.copy_from_slice(&p[14..14 + HYPER_LEN]);
         let mut s = [0u8; SCHEDULE_LEN];
-        s.copy_from_slice(&p[14 + HYPER_LEN..]);
+        s.copy_from_slice(&p[14 + HYPER_LEN..14 + HYPER_LEN + SCHEDULE_LEN]);
         Ok(Self {
             layer: get_u16(p, 0)?,
             len: get_u32(p, 2)?,
@@ -73,6 +78,7 @@ impl<'a> Command<'a> for MxCreate {
             batch: get_u32(p, 10)?,
             hyper: decode_hyper(&h).map_err(|_| Status::BadArgument)?,
             schedule: Schedule::decode(&s).map_err(|_| Status::BadArgument)?,
+            start: get_u32(p, 14 + HYPER_LEN + SCHEDULE_LEN)?,
         })
     }
     fn encode_response(r: &MxLayerInfo, out: &mut [u8]) -> Result<usize, Status> {
@@ -109,6 +115,7 @@ mod tests {
             batch: 8,
             hyper: Hyper { kind: Kind::AdamW, weight_decay: 0.01, ..Hyper::ADAM },
             schedule: Schedule::constant(1e-3),
+            start: 70_000,
         };
         let mut b = [0u8; 128];
         let n = c.encode(&mut b).unwrap();
