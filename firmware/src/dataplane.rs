@@ -27,8 +27,8 @@ mod state;
 mod swarm;
 
 use ws_common::ctrl::cmd::{
-    opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo, MxLayers,
-    MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus,
+    opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo,
+    MxLayers, MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};

@@ -2984,7 +2984,12 @@ impl Peripherals {
             mx: Mx { _private: () },
             mxdma: Mxdma { _private: () },
             swarm: Swarm { _private: () },
-            mesh: [Mesh { base: Mesh::BASE + 0x0 }, Mesh { base: Mesh::BASE + 0x1000 }, Mesh { base: Mesh::BASE + 0x2000 }, Mesh { base: Mesh::BASE + 0x3000 }],
+            mesh: [
+                Mesh { base: Mesh::BASE + 0x0 },
+                Mesh { base: Mesh::BASE + 0x1000 },
+                Mesh { base: Mesh::BASE + 0x2000 },
+                Mesh { base: Mesh::BASE + 0x3000 },
+            ],
         }
     }
 }

@@ -52,8 +52,14 @@ fn optim_job(sim: &SimProcess, g: &mut Gen, what: &str) {
     let (m, gr) = example_wafers(g.bits(), wafers).expect("example files");
     let model = Model::parse(&m, "model").expect("model");
     let grads = Grads::parse_wafers(&gr, "grads", &model, steps, wafers).expect("grads");
-    let cfg =
-        LayerConfig { len: 0, hyper, schedule: Schedule::constant(0.01), workers: wafers.max(1), batch: 1, start: 0 };
+    let cfg = LayerConfig {
+        len: 0,
+        hyper,
+        schedule: Schedule::constant(0.01),
+        workers: wafers.max(1),
+        batch: 1,
+        start: 0,
+    };
     let mut dev = optim::open_board(link(sim), "sim").expect("MemoryX");
     let board = optim::run(&mut dev, &model, &grads, steps, &|_| cfg, &mut |_| {})
         .unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -101,13 +101,12 @@ pub fn serve(opts: &SimOptions) -> Result<(), SimError> {
             )));
         }
     }
-    let build =
-        SocBuild {
-            threads: opts.threads.max(1),
-            trace_fst: opts.trace.is_some(),
-            wafers: opts.wafers,
-            ..SocBuild::default()
-        };
+    let build = SocBuild {
+        threads: opts.threads.max(1),
+        trace_fst: opts.trace.is_some(),
+        wafers: opts.wafers,
+        ..SocBuild::default()
+    };
     let model = build_model(&build, opts.quiet)?;
     let Some(program) = program else {
         return Ok(());

@@ -104,7 +104,13 @@ pub const MAX_WAFERS: u32 = 4;
 
 impl Default for SocBuild {
     fn default() -> Self {
-        SocBuild { threads: 1, trace_fst: false, opt: OptLevel::Release, cache_root: None, wafers: DEFAULT_WAFERS }
+        SocBuild {
+            threads: 1,
+            trace_fst: false,
+            opt: OptLevel::Release,
+            cache_root: None,
+            wafers: DEFAULT_WAFERS,
+        }
     }
 }
 

@@ -19,7 +19,12 @@ pub fn reference(m: &RegMap) -> String {
             s,
             "| {} | [`{}`](#{}) | `{:#010x}` | `{:#06x}` | {}.{} | {} |",
             if b.instances > 1 {
-                format!("{}..{} (up to {} copies, one per slot)", b.slot, b.slot + b.instances - 1, b.instances)
+                format!(
+                    "{}..{} (up to {} copies, one per slot)",
+                    b.slot,
+                    b.slot + b.instances - 1,
+                    b.instances
+                )
             } else {
                 b.slot.to_string()
             },

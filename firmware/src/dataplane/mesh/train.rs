@@ -61,7 +61,13 @@ impl MemoryXPlane {
         self.store_fed(Job::Eval, usize::from(q.samples), usize::from(q.wafers), eng)
     }
 
-    fn store_fed(&mut self, job: Job, n: usize, w: usize, eng: &mut LinkEngine) -> Result<MeshStepDone, Status> {
+    fn store_fed(
+        &mut self,
+        job: Job,
+        n: usize,
+        w: usize,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshStepDone, Status> {
         self.memoryx_mode()?;
         self.mesh.as_ref().ok_or(Status::NotPresent)?;
         let clean = self.known_state(eng);
@@ -221,8 +227,12 @@ impl MemoryXPlane {
         let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
         let nseg = if job == Job::Eval { 1 } else { nl + 1 };
         for (k, l) in (0..nl).rev().enumerate().take(nseg - 1) {
-            segs[k + 1] =
-                Segment { layer: l as u16, chunk_words: layer(l)?.info.chunk, words: s.layer_words(l), metrics: false };
+            segs[k + 1] = Segment {
+                layer: l as u16,
+                chunk_words: layer(l)?.info.chunk,
+                words: s.layer_words(l),
+                metrics: false,
+            };
         }
         for hw in hws {
             hw.set_step(step, &segs[..nseg]);

@@ -163,6 +163,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
         schedule: Schedule { lr, kind: r.schedule, warmup: r.warmup },
         workers: r.workers,
         batch: r.batch,
+        start: 0,
     };
     let m = Model::load(&model)?;
     let g = Grads::load_wafers(&grads, &m, steps, r.wafers)?;
