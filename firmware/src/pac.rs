@@ -2985,7 +2985,7 @@ impl Peripherals {
             mxdma: Mxdma { _private: () },
             swarm: Swarm { _private: () },
             mesh: [
-                Mesh { base: Mesh::BASE + 0x0 },
+                Mesh { base: Mesh::BASE },
                 Mesh { base: Mesh::BASE + 0x1000 },
                 Mesh { base: Mesh::BASE + 0x2000 },
                 Mesh { base: Mesh::BASE + 0x3000 },

@@ -272,7 +272,12 @@ impl Peripherals {
                     off => format!("{ty} {{ base: {ty}::BASE + {off:#x} }}"),
                 })
                 .collect();
-            let _ = writeln!(s, "            {}: [{}],", b.info.name, list.join(", "));
+            // One instance a line, as rustfmt lays the array out (CI checks both).
+            let _ = writeln!(s, "            {}: [", b.info.name);
+            for item in &list {
+                let _ = writeln!(s, "                {item},");
+            }
+            s.push_str("            ],\n");
         } else {
             let _ = writeln!(s, "            {}: {ty} {{ _private: () }},", b.info.name);
         }
