@@ -43,6 +43,9 @@ pub enum Error {
     /// A wafer-mesh shape or step was refused or went wrong.
     #[error(transparent)]
     Mesh(#[from] MeshError),
+    /// A `wsctl train` configuration, data set or checkpoint was refused.
+    #[error(transparent)]
+    Train(#[from] crate::train::TrainError),
 }
 
 impl Error {

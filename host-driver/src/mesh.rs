@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
+use ws_common::ctrl::cmd::{MeshEval, MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
 use ws_common::ctrl::Status;
 use ws_common::golden::mesh::Layer;
 use ws_common::link::Channel;
@@ -242,6 +242,57 @@ impl BoardMesh {
     /// to every layer with the mesh's gradients. Only the samples cross the link.
     pub fn train(&mut self, t: u32, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
         self.train_on(t, 1, x, labels)
+    }
+
+    /// The board's cycle counter, where the transport follows one (the simulator).
+    pub fn board_cycles(&mut self) -> Option<u64> {
+        self.mx.link().board_clock().map(|c| c.cycles())
+    }
+
+    /// Held-out evaluation (`MeshEval`): the forward pass of the set-up MLP with the weights
+    /// of MemoryX layers 0 … L−1 on `x` and `labels`, spread over `wafers` wafers as
+    /// [`BoardMesh::train_on`] spreads them; nothing is updated. The answer's loss and
+    /// correct count are summed over the wafers in wafer order.
+    pub fn eval_on(&mut self, wafers: u8, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
+        let s =
+            self.shape.clone().ok_or_else(|| MeshError::Usage("run `setup` before an evaluation".into()))?;
+        let n = labels.len();
+        if n == 0 || n as u32 > s.plan.capacity_of(wafers) || x.len() != n * s.dims[0] {
+            return Err(MeshError::Usage(format!(
+                "{n} samples of {} input words: {wafers} wafers evaluate 1 to {} samples of {} words",
+                x.len(),
+                s.plan.capacity_of(wafers),
+                s.dims[0]
+            ))
+            .into());
+        }
+        let samples = wafer_stream(&s, x, labels);
+        let mut sent = 0usize;
+        let q = MeshEval { samples: n as u16, wafers };
+        let layers = s.dims.len() - 1;
+        let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
+            if sent == samples.len() {
+                return Ok(false);
+            }
+            let k = ep.write(Channel::Data, &samples[sent..]).map_err(ProtocolError::Stream)?;
+            sent += k;
+            Ok(k > 0)
+        });
+        done.map_err(|e| match e.refusal() {
+            Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
+                "the board refused the evaluation: run `setup` first and create MemoryX layers 0..{layers} \
+                 (one per mesh layer)"
+            ))
+            .into(),
+            Some(st) => MeshError::Board {
+                board: self.name.clone(),
+                what: format!(
+                    "failed the evaluation of {n} samples on {wafers} wafers ({st:?}): `wsctl logs` says why"
+                ),
+            }
+            .into(),
+            None => e,
+        })
     }
 
     /// [`BoardMesh::train`] on `wafers` wafers: wafer w takes samples w·C … (C = the plan's
