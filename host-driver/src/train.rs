@@ -1,5 +1,4 @@
-//! `wsctl train`: training an MLP on a board, from a data set to its curves
-//! (docs/train.md).
+//! `wsctl train`: training an MLP on a board, from a data set to its curves.
 //!
 //! - [`config`]: the run's configuration (flags or TOML), resolved against the data set and
 //!   checked against the board's limits before anything streams.

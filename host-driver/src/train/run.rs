@@ -250,7 +250,7 @@ pub fn train(
         epoch_loss += out.loss_sum() / batch as f64;
         epoch_correct += out.correct_count() / batch as f64;
         epoch_steps += 1;
-        curves.steps.push(point.clone());
+        curves.steps.push(point);
         let cycles = match (cycles0, dev.cycles()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
@@ -270,8 +270,8 @@ pub fn train(
                 test_loss: test_loss as f32,
                 test_accuracy: test_accuracy as f32,
             };
-            curves.epochs.push(p.clone());
-            on(&Event::Eval(p.clone()));
+            curves.epochs.push(p);
+            on(&Event::Eval(p));
             test = Some(p);
         }
         if let Some(path) = &opts.checkpoint {
