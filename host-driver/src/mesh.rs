@@ -254,31 +254,11 @@ impl BoardMesh {
     /// [`BoardMesh::train_on`] spreads them; nothing is updated. The answer's loss and
     /// correct count are summed over the wafers in wafer order.
     pub fn eval_on(&mut self, wafers: u8, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
-        let s =
-            self.shape.clone().ok_or_else(|| MeshError::Usage("run `setup` before an evaluation".into()))?;
+        let (s, samples) = self.fed_samples(wafers, x, labels, "an evaluation", "evaluate")?;
         let n = labels.len();
-        if n == 0 || n as u32 > s.plan.capacity_of(wafers) || x.len() != n * s.dims[0] {
-            return Err(MeshError::Usage(format!(
-                "{n} samples of {} input words: {wafers} wafers evaluate 1 to {} samples of {} words",
-                x.len(),
-                s.plan.capacity_of(wafers),
-                s.dims[0]
-            ))
-            .into());
-        }
-        let samples = wafer_stream(&s, x, labels);
-        let mut sent = 0usize;
         let q = MeshEval { samples: n as u16, wafers };
         let layers = s.dims.len() - 1;
-        let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
-            if sent == samples.len() {
-                return Ok(false);
-            }
-            let k = ep.write(Channel::Data, &samples[sent..]).map_err(ProtocolError::Stream)?;
-            sent += k;
-            Ok(k > 0)
-        });
-        done.map_err(|e| match e.refusal() {
+        self.request_fed(&q, &samples).map_err(|e| match e.refusal() {
             Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
                 "the board refused the evaluation: run `setup` first and create MemoryX layers 0..{layers} \
                  (one per mesh layer)"
@@ -298,29 +278,9 @@ impl BoardMesh {
     /// [`BoardMesh::train`] on `wafers` wafers: wafer w takes samples w·C … (C = the plan's
     /// capacity), and SwarmX sums their gradients in its fixed order.
     pub fn train_on(&mut self, t: u32, wafers: u8, x: &[u32], labels: &[u32]) -> Result<MeshStepDone> {
-        let s =
-            self.shape.clone().ok_or_else(|| MeshError::Usage("run `setup` before the first step".into()))?;
-        let n = labels.len();
-        if n == 0 || n as u32 > s.plan.capacity_of(wafers) || x.len() != n * s.dims[0] {
-            return Err(MeshError::Usage(format!(
-                "{n} samples of {} input words: {wafers} wafers take 1 to {} samples of {} words",
-                x.len(),
-                s.plan.capacity_of(wafers),
-                s.dims[0]
-            ))
-            .into());
-        }
-        let samples = wafer_stream(&s, x, labels);
-        let mut sent = 0usize;
-        let q = MeshTrain { t, samples: n as u16, wafers };
-        let done = self.mx.link().request_with(&q, STALL, 0, &mut |ep| {
-            if sent == samples.len() {
-                return Ok(false);
-            }
-            let k = ep.write(Channel::Data, &samples[sent..]).map_err(ProtocolError::Stream)?;
-            sent += k;
-            Ok(k > 0)
-        });
+        let (s, samples) = self.fed_samples(wafers, x, labels, "the first step", "take")?;
+        let q = MeshTrain { t, samples: labels.len() as u16, wafers };
+        let done = self.request_fed(&q, &samples);
         let layers = s.dims.len() - 1;
         done.map_err(|e| match e.refusal() {
             Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
@@ -347,6 +307,46 @@ impl BoardMesh {
             }
             .into(),
             None => e,
+        })
+    }
+}
+
+impl BoardMesh {
+    /// The samples of a store-fed job (`MeshTrain`, `MeshEval`), checked against the setup
+    /// and laid out wafer by wafer; `before` and `verb` word the refusals.
+    fn fed_samples(
+        &self,
+        wafers: u8,
+        x: &[u32],
+        labels: &[u32],
+        before: &str,
+        verb: &str,
+    ) -> Result<(Shape, Vec<u8>)> {
+        let s = self.shape.clone().ok_or_else(|| MeshError::Usage(format!("run `setup` before {before}")))?;
+        let n = labels.len();
+        if n == 0 || n as u32 > s.plan.capacity_of(wafers) || x.len() != n * s.dims[0] {
+            return Err(MeshError::Usage(format!(
+                "{n} samples of {} input words: {wafers} wafers {verb} 1 to {} samples of {} words",
+                x.len(),
+                s.plan.capacity_of(wafers),
+                s.dims[0]
+            ))
+            .into());
+        }
+        let samples = wafer_stream(&s, x, labels);
+        Ok((s, samples))
+    }
+
+    /// Sends a store-fed request while its samples stream on channel 4.
+    fn request_fed<R: crate::client::Request>(&mut self, q: &R, samples: &[u8]) -> Result<R::Output> {
+        let mut sent = 0usize;
+        self.mx.link().request_with(q, STALL, 0, &mut |ep| {
+            if sent == samples.len() {
+                return Ok(false);
+            }
+            let k = ep.write(Channel::Data, &samples[sent..]).map_err(ProtocolError::Stream)?;
+            sent += k;
+            Ok(k > 0)
         })
     }
 }
