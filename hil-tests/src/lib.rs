@@ -23,7 +23,7 @@
 #![warn(missing_docs)]
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use host_driver::board::{Board, BoardKind};
@@ -266,6 +266,11 @@ impl Wsctl {
         let bin = sim.with_file_name("wsctl");
         assert!(bin.is_file(), "{} does not exist: run `cargo xtask build`", bin.display());
         Self { bin, addr: format!("127.0.0.1:{base}") }
+    }
+
+    /// The `wsctl` binary, for a test that starts it itself (to kill its board under it).
+    pub fn bin(&self) -> &Path {
+        &self.bin
     }
 
     /// Runs `wsctl ARGS` with a 5 s request timeout (in board time: `host_driver::board_time`).

@@ -15,7 +15,7 @@
 //! as it does for a board's own simulator. Needs: `ws-sim` and `wsctl` (`cargo xtask build`).
 
 use hil_tests::Wsctl;
-use host_driver::main_run::{jobs, Check};
+use host_driver::main_run::{jobs, Check, TrainLength};
 
 const BASE: u16 = 7670;
 
@@ -26,7 +26,9 @@ fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
     let dir = std::env::temp_dir().join(format!("ws-jobs-in-a-row-{}", std::process::id()));
 
     for (pass, seed) in [(1, 1u64), (2, 1), (3, 0x5eed)] {
-        for job in jobs(&dir, seed) {
+        // The training run is cut to 6 steps (the run's 132 would take minutes a pass); its
+        // last step still evaluates the test split on the board.
+        for job in jobs(&dir, seed, TrainLength::Steps(6)) {
             let out = wsctl.output(&job.args);
             let (stdout, stderr) =
                 (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -36,6 +38,9 @@ fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
                 Check::None => {}
                 Check::OptimVerified => {
                     assert!(stdout.contains("bit-exact with the golden model"), "{what}:\n{stdout}")
+                }
+                Check::Trained => {
+                    assert!(stdout.contains("test accuracy"), "{what}: the summary table:\n{stdout}\n{stderr}")
                 }
                 Check::BitExactRows(n) => {
                     let exact = stdout.lines().filter(|l| l.trim_end().ends_with("bit-exact")).count();

@@ -22,6 +22,8 @@ pub enum Check {
     OptimVerified,
     /// This many table rows end in `bit-exact`.
     BitExactRows(usize),
+    /// A `wsctl train` run: its summary table shows a test accuracy.
+    Trained,
 }
 
 impl Job {
@@ -33,14 +35,24 @@ impl Job {
         match (arg(0), arg(1)) {
             (Some("optim"), Some("--model")) => Check::OptimVerified,
             (Some("mesh"), Some("step" | "train")) => Check::BitExactRows(steps().unwrap_or(0)),
+            (Some("train"), _) => Check::Trained,
             _ => Check::None,
         }
     }
 }
 
-/// The jobs, writing their files under `dir`; `seed` seeds the example files and the mesh's
-/// data (`cargo xtask run` uses 1).
-pub fn jobs(dir: &Path, seed: u64) -> Vec<Job> {
+/// How long the last job, `wsctl train` on the digits, runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrainLength {
+    /// Whole epochs (`cargo xtask run`: 3, 132 steps of the default configuration).
+    Epochs(u32),
+    /// Steps, for tests that run the list many times.
+    Steps(u32),
+}
+
+/// The jobs, writing their files under `dir`; `seed` seeds the example files, the mesh's
+/// data and the training run (`cargo xtask run` uses 1).
+pub fn jobs(dir: &Path, seed: u64, train: TrainLength) -> Vec<Job> {
     let d = |f: &str| dir.join(f).display().to_string();
     let s = seed.to_string();
     let job = |title: Option<&'static str>, args: &[&str]| Job {
@@ -102,6 +114,21 @@ pub fn jobs(dir: &Path, seed: u64) -> Vec<Job> {
             ],
         ),
         job(Some("MemoryX after the run: every job released its layers"), &["mx", "status"]),
+        {
+            let (flag, n) = match train {
+                TrainLength::Epochs(n) => ("--epochs", n),
+                TrainLength::Steps(n) => ("--steps", n),
+            };
+            let n = n.to_string();
+            job(
+                Some(
+                    "training on the digits: an MLP 64→32→10 on two wafers behind SwarmX, Adam in MemoryX, \
+                     the samples streamed every step, the test split evaluated on the board (docs/train.md)",
+                ),
+                &["train", flag, &n, "--seed", &s, "--out-dir", &d("train")],
+            )
+        },
+        job(None, &["mx", "status"]),
     ]
 }
 
@@ -111,11 +138,14 @@ mod tests {
 
     #[test]
     fn every_verifying_job_says_what_to_check() {
-        let j = jobs(Path::new("/tmp/x"), 7);
+        let j = jobs(Path::new("/tmp/x"), 7, TrainLength::Steps(4));
         let checks: Vec<Check> = j.iter().map(Job::check).collect();
         assert!(checks.contains(&Check::OptimVerified));
         assert!(checks.contains(&Check::BitExactRows(2)), "mesh step's two steps");
         assert!(checks.contains(&Check::BitExactRows(20)), "mesh train's twenty");
+        assert_eq!(checks.last(), Some(&Check::None), "MemoryX's status after the training run");
+        assert!(checks.contains(&Check::Trained));
+        assert!(j.iter().any(|j| j.args[0] == "train" && j.args.contains(&"--steps".to_string())));
         assert!(j
             .iter()
             .filter(|j| j.args.contains(&"--seed".to_string()))

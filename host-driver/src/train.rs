@@ -9,6 +9,7 @@
 //!   checkpoints, resuming.
 //! - [`checkpoint`]: the safetensors checkpoint, with PyTorch's names.
 //! - [`rng`]: the run's SplitMix64 generator, whose one-word state a checkpoint stores.
+//! - [`report`]: the progress line and the summary table.
 //! - [`curves`]: the loss and accuracy per step and per epoch, as CSV tables and a plot.
 
 pub mod backend;
@@ -16,6 +17,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod curves;
 pub mod data;
+pub mod report;
 pub mod rng;
 pub mod run;
 

@@ -14,7 +14,10 @@
 //! - the data-plane blocks (`dataplane`): SwarmX flits per cycle per port and reduce latency
 //!   against the goal, the tree model's calibration against the RTL and its predictions up to
 //!   192 wafers against the ring all-reduce bound; MemoryX cycles per parameter per lane and
-//!   first-output latency; open-synthesis figures on an ECP5-85F.
+//!   first-output latency; open-synthesis figures on an ECP5-85F;
+//! - training (`train`): `wsctl train`'s loop on the digits, its held-out accuracy beside
+//!   scikit-learn's `MLPClassifier` trained in the same run, and simulated cycles per step
+//!   against the ideal at W = 1 and 2.
 //!
 //! Tests never look at these numbers; they are for people and for tracking regressions.
 
@@ -26,6 +29,7 @@ use ws_hdl::vbuild::BuildEvent;
 use crate::util::{spinner, step, Ctx};
 
 mod dataplane;
+mod train;
 
 /// A group of bench rows, for `cargo xtask bench --only`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -46,6 +50,8 @@ pub enum Group {
     Mesh,
     /// Host link protocol: encode/decode + CRC against memcpy, framing overhead.
     Link,
+    /// `wsctl train` on the digits: accuracy beside scikit-learn, cycles per step ÷ ideal.
+    Train,
 }
 
 /// What `cargo xtask bench` measures.
@@ -128,6 +134,9 @@ pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
         link_rows(&mut rows);
         link_engine_rows(&mut rows)?;
         soc_echo_rows(ctx, &mut rows)?;
+    }
+    if sel.has(Group::Train) {
+        train::train_rows(ctx, &mut rows)?;
     }
 
     print_table(&rows);

@@ -101,6 +101,7 @@ fn main() -> Result<()> {
             if !no_synth {
                 setup::synth_tools(&ctx)?;
             }
+            setup::bench_tools(&ctx)?;
             build::build(&ctx)?;
             bench::bench(&ctx, &bench::Selection::new(only, !no_synth))
         }

@@ -6,11 +6,16 @@
 //! identity table, the optimizer half of a training run (three wafers' gradients summed by
 //! SwarmX into MemoryX's Adam, checked word for word against the golden model), SwarmX's port
 //! table, whole mesh steps, a training run on the wafer with MemoryX and SwarmX in the loop,
-//! MemoryX's store; then the decoded firmware log, and stop.
+//! MemoryX's store, and `wsctl train` on the digits (two wafers, held-out accuracy, curves and a
+//! checkpoint under `target/run/train/`); then the decoded firmware log, and stop.
 
 use crate::util::{step, Ctx};
 use anyhow::{bail, Context, Result};
 use std::process::Command;
+
+/// The main run's training: three epochs of the digits (132 steps, each epoch's end
+/// evaluated on the test split).
+const TRAIN: host_driver::main_run::TrainLength = host_driver::main_run::TrainLength::Epochs(3);
 
 fn wsctl(ctx: &Ctx, args: &[&str]) -> Result<()> {
     eprintln!("\x1b[2m$ wsctl {}\x1b[0m", args.join(" "));
@@ -36,7 +41,7 @@ pub fn run(ctx: &Ctx) -> Result<()> {
     wsctl(ctx, &["sim", "start", "--elf", elf])?;
     let result = (|| {
         // The main job's commands, the list the jobs_in_a_row regression test runs too.
-        for job in host_driver::main_run::jobs(&ctx.root.join("target/run"), 1) {
+        for job in host_driver::main_run::jobs(&ctx.root.join("target/run"), 1, TRAIN) {
             if let Some(title) = job.title {
                 step(title);
             }

