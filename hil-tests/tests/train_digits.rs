@@ -140,7 +140,7 @@ fn board_equals_golden_and_a_killed_run_resumes_bit_identical() {
         (&["train", "--steps", "2", "--wafers", "3"], "the board carries 2"),
         (&["train", "--steps", "2", "--batch-per-pe", "5"], "per PE"),
         (&["train", "--steps", "2", "--hidden", "8,8,8,8,8,8,8,8"], "layers"),
-        (&["train", "--steps", "2", "--hidden", "1000,1000"], "weight store"),
+        (&["train", "--steps", "2", "--batch-per-pe", "1", "--hidden", "300,300"], "weight store"),
         (&["train", "--steps", "40", "--resume", &ck_arg, "--hidden", "16"], "different configuration"),
     ];
     let refused = dir("refused");
