@@ -40,7 +40,10 @@ fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
                     assert!(stdout.contains("bit-exact with the golden model"), "{what}:\n{stdout}")
                 }
                 Check::Trained => {
-                    assert!(stdout.contains("test accuracy"), "{what}: the summary table:\n{stdout}\n{stderr}")
+                    assert!(
+                        stdout.contains("test accuracy"),
+                        "{what}: the summary table:\n{stdout}\n{stderr}"
+                    )
                 }
                 Check::BitExactRows(n) => {
                     let exact = stdout.lines().filter(|l| l.trim_end().ends_with("bit-exact")).count();

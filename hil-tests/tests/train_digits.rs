@@ -65,7 +65,11 @@ fn diff(a: &Checkpoint, b: &Checkpoint) -> (usize, String) {
 }
 
 fn assert_same(what: &str, a: &Checkpoint, b: &Checkpoint) {
-    assert_eq!((a.step, a.epoch, a.rng_state), (b.step, b.epoch, b.rng_state), "{what}: step, epoch, generator");
+    assert_eq!(
+        (a.step, a.epoch, a.rng_state),
+        (b.step, b.epoch, b.rng_state),
+        "{what}: step, epoch, generator"
+    );
     assert_eq!(a.arrays.len(), b.arrays.len(), "{what}: layers");
     let (n, first) = diff(a, b);
     assert_eq!(n, 0, "{what}: {n} words differ, first {first}");
@@ -103,7 +107,10 @@ fn board_equals_golden_and_a_killed_run_resumes_bit_identical() {
     while !ck.exists() {
         if let Some(status) = child.try_wait().unwrap() {
             let o = child.wait_with_output().unwrap();
-            panic!("wsctl train ended ({status}) before its first checkpoint:\n{}", String::from_utf8_lossy(&o.stderr));
+            panic!(
+                "wsctl train ended ({status}) before its first checkpoint:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
         assert!(t0.elapsed() < Duration::from_secs(1800), "no checkpoint after 30 minutes");
         std::thread::sleep(Duration::from_millis(20));

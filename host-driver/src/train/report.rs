@@ -85,14 +85,26 @@ pub fn summary_table(s: &Summary, board: Option<BoardFigures>) -> String {
     );
     row(
         "batch",
-        format!("{} samples per step on {} wafer(s), {} per PE", s.batch, r.given.wafers, r.given.batch_per_pe),
+        format!(
+            "{} samples per step on {} wafer(s), {} per PE",
+            s.batch, r.given.wafers, r.given.batch_per_pe
+        ),
     );
     row("steps", format!("{}..={} ({ran} run here)", s.steps.0, s.steps.1));
-    row("final train loss", format!("{:.4}  (accuracy {:.2} %, last epoch's steps)", s.train_loss, s.train_accuracy * 100.0));
+    row(
+        "final train loss",
+        format!("{:.4}  (accuracy {:.2} %, last epoch's steps)", s.train_loss, s.train_accuracy * 100.0),
+    );
     match &s.test {
         Some(p) => row(
             "test accuracy",
-            format!("{:.2} %  (loss {:.4}, after step {}, epoch {})", p.test_accuracy * 100.0, p.test_loss, p.step, p.epoch + 1),
+            format!(
+                "{:.2} %  (loss {:.4}, after step {}, epoch {})",
+                p.test_accuracy * 100.0,
+                p.test_loss,
+                p.step,
+                p.epoch + 1
+            ),
         ),
         None => row("test accuracy", "not evaluated".into()),
     }
@@ -127,7 +139,11 @@ pub fn summary_table(s: &Summary, board: Option<BoardFigures>) -> String {
     }
     row(
         "wall time/step",
-        format!("{:.3} s  ({:.1} s in all, evaluations included)", s.step_wall.as_secs_f64() / f64::from(ran.max(1)), s.wall.as_secs_f64()),
+        format!(
+            "{:.3} s  ({:.1} s in all, evaluations included)",
+            s.step_wall.as_secs_f64() / f64::from(ran.max(1)),
+            s.wall.as_secs_f64()
+        ),
     );
     row(
         "parameters updated/s",

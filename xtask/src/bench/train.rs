@@ -72,7 +72,9 @@ fn sklearn(ctx: &Ctx, cfg: &TrainConfig, batch: usize, dir: &Path) -> Result<f64
         .args(["--epochs", &cfg.epochs.to_string(), "--seed", &cfg.seed.to_string()])
         .args(["--lr", &cfg.lr.to_string(), "--batch", &batch.to_string()])
         .output()
-        .context("running data/digits/sklearn_baseline.py (cargo xtask setup installs scikit-learn for the bench)")?;
+        .context(
+            "running data/digits/sklearn_baseline.py (cargo xtask setup installs scikit-learn for the bench)",
+        )?;
     if !out.status.success() {
         bail!("sklearn_baseline.py failed: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -102,13 +104,19 @@ fn cycle_rows(s: &Summary, pes: usize, rows: &mut Vec<Row>) {
 pub(super) fn train_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     let dir = ctx.root.join("target/bench/train");
     std::fs::create_dir_all(&dir)?;
-    step(&format!("training: the digits on the simulated board, {EPOCHS} epochs at W = 2, beside scikit-learn"));
+    step(&format!(
+        "training: the digits on the simulated board, {EPOCHS} epochs at W = 2, beside scikit-learn"
+    ));
     let cfg = TrainConfig { epochs: EPOCHS, ..TrainConfig::default() };
     let (s2, pes) = on_board(ctx, &cfg, &format!("W = 2, {EPOCHS} epochs"))?;
     let ours = f64::from(s2.test.map_or(0.0, |p| p.test_accuracy));
     let theirs = sklearn(ctx, &cfg, s2.batch, &dir)?;
     let hidden = format!("{:?}", cfg.hidden);
-    rows.push(row(&format!("train digits: scikit-learn MLPClassifier {hidden}, test accuracy"), theirs * 100.0, "%"));
+    rows.push(row(
+        &format!("train digits: scikit-learn MLPClassifier {hidden}, test accuracy"),
+        theirs * 100.0,
+        "%",
+    ));
     rows.push(ratio(
         row(&format!("train digits W=2: board, {EPOCHS} epochs, test accuracy"), ours * 100.0, "%"),
         ours / theirs,

@@ -191,8 +191,10 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
             bar.set_length(u64::from(last + 1 - f));
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template("step {prefix} {bar:30} {pos}/{len} [{elapsed}<{eta}] {wide_msg}")
-                    .expect("progress template"),
+                ProgressStyle::with_template(
+                    "step {prefix} {bar:30} {pos}/{len} [{elapsed}<{eta}] {wide_msg}",
+                )
+                .expect("progress template"),
             );
         }
         Event::Step { point, cycles, .. } => {
