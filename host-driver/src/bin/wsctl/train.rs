@@ -203,17 +203,20 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
             bar.set_position(u64::from(done));
             bar.set_message(progress(point.loss, point.accuracy, done, t0.elapsed(), *cycles, fig));
         }
-        Event::Eval(p) => bar.println(format!(
-            "epoch {:>3} (step {:>5}): train loss {:.4} acc {:6.2} %   test loss {:.4} acc {:6.2} %",
-            p.epoch + 1,
-            p.step,
-            p.train_loss,
-            p.train_accuracy * 100.0,
-            p.test_loss,
-            p.test_accuracy * 100.0
-        )),
+        Event::Eval(p) => say(
+            &bar,
+            format!(
+                "epoch {:>3} (step {:>5}): train loss {:.4} acc {:6.2} %   test loss {:.4} acc {:6.2} %",
+                p.epoch + 1,
+                p.step,
+                p.train_loss,
+                p.train_accuracy * 100.0,
+                p.test_loss,
+                p.test_accuracy * 100.0
+            ),
+        ),
         Event::Checkpoint(path, step) => {
-            bar.println(format!("checkpoint: {} (step {step})", path.display()));
+            say(&bar, format!("checkpoint: {} (step {step})", path.display()));
         }
     });
     bar.finish_and_clear();
@@ -242,6 +245,16 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
         println!("  {}", f.display());
     }
     Ok(())
+}
+
+/// A line above the bar, or on stderr when the bar is not drawn (stderr is not a terminal),
+/// so a log of the run keeps every epoch's line.
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
 }
 
 fn write(path: &Path, text: String) -> Result<()> {
