@@ -101,6 +101,13 @@ pub(crate) fn row(name: &str, value: f64, unit: &'static str) -> Row {
     Row { name: name.into(), value, unit, baseline: String::new(), ratio: None }
 }
 
+/// `r` with a ratio computed elsewhere (against an ideal or a goal, not another row).
+pub(crate) fn ratio(mut r: Row, value: f64, baseline: &str) -> Row {
+    r.ratio = Some(value);
+    r.baseline = baseline.into();
+    r
+}
+
 pub(crate) fn vs(mut r: Row, baseline: &Row) -> Row {
     r.ratio = Some(r.value / baseline.value);
     r.baseline = baseline.name.clone();

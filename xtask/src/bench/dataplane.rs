@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use ws_hdl::bench::{mesh, optim, swarm};
 use ws_hdl::synth::{SynthFigures, PLACE_LIMIT};
 
-use super::{row, Row, Selection};
+use super::{ratio, row, Row, Selection};
 use crate::util::{spinner, step};
 
 /// Flits per port and direction for the throughput and calibration runs: long enough that
@@ -18,12 +18,6 @@ const PREDICT_FLITS: u64 = 1 << 20;
 
 /// Parameters per optimizer-lane measurement.
 const PARAMS: u64 = 40_000;
-
-fn ratio(mut r: Row, value: f64, baseline: &str) -> Row {
-    r.ratio = Some(value);
-    r.baseline = baseline.into();
-    r
-}
 
 /// SwarmX: throughput per port, reduce latency against ports and depth, the tree model's
 /// calibration and predictions, and (with `sel.synth`) a 4-port node on an ECP5-85F.

@@ -18,19 +18,13 @@ use host_driver::train::{self, Options, Summary, TrainConfig};
 use host_driver::transport::SimTransport;
 use ws_hdl::sim::{SimOptions, SimProcess};
 
-use super::{row, Row};
+use super::{ratio, row, Row};
 use crate::util::{spinner, step, Ctx};
 
 /// Epochs of the accuracy rows: 44 steps each of the default configuration.
 const EPOCHS: u32 = 20;
 /// Steps of the W = 1 cycles row.
 const STEPS_W1: u32 = 20;
-
-fn ratio(mut r: Row, value: f64, baseline: &str) -> Row {
-    r.ratio = Some(value);
-    r.baseline = baseline.into();
-    r
-}
 
 /// One run of `cfg` on a fresh simulated board.
 fn on_board(ctx: &Ctx, cfg: &TrainConfig, what: &str) -> Result<(Summary, usize)> {
