@@ -10,6 +10,7 @@
 //! - [`flit`]: the flit format of the data-plane streams (payload, `last`, the `_user` header).
 //! - [`mesh`]: how the wafer mesh is configured: PE programs, SRAM map, egress table, routes.
 //! - [`golden`]: golden models of the data-plane maths (FPnew-exact fp32, SwarmX's reduction).
+//! - [`trace`]: the hardware trace records of link channel 6.
 //!
 //! The crate is `no_std` and allocation-free so the firmware can use it unchanged.
 #![no_std]
@@ -27,3 +28,4 @@ pub mod golden;
 pub mod link;
 pub mod mesh;
 pub mod regmap;
+pub mod trace;

@@ -22,6 +22,7 @@ mod poke;
 mod reset;
 mod stats;
 mod swarm;
+mod trace_ctl;
 
 pub use identity::{BlockInfo, Identity, IdentityInfo, Window, MAX_BLOCKS};
 pub use link_counters::{CounterWords, LinkCounters, MAX_LINK_COUNTERS};
@@ -48,6 +49,7 @@ pub use swarm::{
     SwarmConfig, SwarmEvent, SwarmEventList, SwarmEvents, SwarmPort, SwarmStatus, SwarmStatusData,
     SWARM_MAX_EVENTS, SWARM_MAX_PORTS,
 };
+pub use trace_ctl::{TraceCtl, TraceOp, TraceState, TRACE_ALL};
 
 use super::{encode_frame, Command, Status, MAX_PAYLOAD, RESPONSE_BIT};
 
@@ -101,6 +103,8 @@ pub mod opcode {
     pub const MESH_TRAIN: u8 = 0x52;
     /// [`super::MeshEval`] (link v2; the wafers' forward pass with MemoryX's weights).
     pub const MESH_EVAL: u8 = 0x53;
+    /// [`super::TraceCtl`] (link v2; the pipeline trace).
+    pub const TRACE_CTL: u8 = 0x60;
     /// [`super::LoaderInfo`] (boot-ROM loader only).
     pub const LOADER_INFO: u8 = 0x20;
     /// [`super::LoadBegin`] (boot-ROM loader only).
