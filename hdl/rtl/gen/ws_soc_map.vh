@@ -22,9 +22,10 @@ localparam integer SLOT_HOSTLINK = 4;
 localparam integer SLOT_LINK = 8;
 localparam integer SLOT_MX = 16;
 localparam integer SLOT_MXDMA = 17;
+localparam integer SLOT_TRACE = 18;
 localparam integer SLOT_SWARM = 24;
 localparam integer SLOT_MESH = 25;
-localparam [31:0] SLOT_MASK = 32'h0303011f;  // populated slots, as sysinfo SLOTS reports
+localparam [31:0] SLOT_MASK = 32'h0307011f;  // populated slots, as sysinfo SLOTS reports
 localparam integer IRQ_TIMER = 7;  // Machine timer: mtime >= mtimecmp.
 localparam integer IRQ_UART_RX = 16;  // UART receive FIFO not empty.
 localparam integer IRQ_HOSTLINK_RX = 17;  // Host-link receive FIFO not empty.

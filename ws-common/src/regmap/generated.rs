@@ -3524,6 +3524,152 @@ pub mod mxdma {
     }
 }
 
+/// `trace` block (hdl/regmap/trace.toml): Hardware trace unit (hdl/rtl/ws_trace.v, docs/trace.md): one 32-byte record (ws_common::trace) per chunk per probed stream hop and per MemoryX streamer record, stamped from one free-running 48-bit cycle counter, merged and written into a ring in the link DMA RAM that link channel 6 (TX slot 2) drains to the host. It never stalls the data plane: a record that finds no room is lost, counted in LOST, and leaves a gap in the sequence numbers.
+pub mod trace {
+    #[allow(unused_imports)]
+    use super::Field;
+    /// Register slot.
+    pub const SLOT: u32 = 18;
+    /// Base address.
+    pub const BASE: u32 = 0x20012000;
+    /// Block ID in the ID word.
+    pub const ID: u16 = 0x5452;
+    /// Major version.
+    pub const VERSION_MAJOR: u8 = 1;
+    /// Minor version.
+    pub const VERSION_MINOR: u8 = 0;
+    /// The ID word read at offset 0.
+    pub const ID_WORD: u32 = 0x54520100;
+    /// Offset of the ID word.
+    pub const ID_OFFSET: u32 = 0x0;
+    /// Offset of PARAMS: Build parameters.
+    pub const PARAMS: u32 = 0x004;
+    /// Offset of CTRL: Enables. A rising edge of `en` checks RING_BASE, RING_LEN and START and, once any record being written is complete, restarts the unit: HEAD = START, the sequence number, RECORDS, LOST and HIGH_WATER = 0, records formed before it discarded. Clearing `en` stops forming records; those already formed are still written while the ring has room.
+    pub const CTRL: u32 = 0x008;
+    /// Offset of PROBE_EN: Sources that form records while CTRL.en. Clearing a probe's bit also forgets its open chunk. Bits at or past PARAMS.probes are ignored.
+    pub const PROBE_EN: u32 = 0x00c;
+    /// Offset of RING_BASE: Byte address of the ring in the link DMA RAM (link TX slot 2's window); aligned to RING_LEN. Taken when CTRL.en rises.
+    pub const RING_BASE: u32 = 0x010;
+    /// Offset of RING_LEN: Bytes of the ring: a power of two of at least 32 (one record), with the ring inside the DMA RAM. Taken when CTRL.en rises.
+    pub const RING_LEN: u32 = 0x014;
+    /// Offset of START: Stream position of the first record's first byte (HEAD after CTRL.en rises), a multiple of 32; position p is at ring offset p mod RING_LEN. Set it to the link slot's acknowledged position, so the ring is empty.
+    pub const START: u32 = 0x018;
+    /// Offset of HEAD: Stream position after the last whole record written (mod 2^32): the ready position the link sends up to. A record is written only when it fits: HEAD + 32 - (link's acknowledged position) <= RING_LEN.
+    pub const HEAD: u32 = 0x01c;
+    /// Offset of RECORDS: Records written into the ring since CTRL.en rose.
+    pub const RECORDS: u32 = 0x020;
+    /// Offset of LOST: Records lost since CTRL.en rose: a source's hold full, the FIFO full at the merge, or a streamer record of unknown type. Each took a sequence number.
+    pub const LOST: u32 = 0x024;
+    /// Offset of SEQ: The next record's sequence number: records formed since CTRL.en rose, lost ones included. Once STATUS.busy is clear, SEQ = RECORDS + LOST.
+    pub const SEQ: u32 = 0x028;
+    /// Offset of HIGH_WATER: Most records the FIFO has held at once since CTRL.en rose.
+    pub const HIGH_WATER: u32 = 0x02c;
+    /// Offset of STATUS: State of the unit.
+    pub const STATUS: u32 = 0x030;
+    /// Offset of CYCLE_LO: The cycle counter that stamps records, bits 31:0 (48 bits, cleared by reset only, counting every clock like the streamer's TS); reading it latches bits 47:32 into CYCLE_HI.
+    pub const CYCLE_LO: u32 = 0x034;
+    /// Offset of CYCLE_HI: Cycle counter bits 47:32 as latched by the last CYCLE_LO read.
+    pub const CYCLE_HI: u32 = 0x038;
+    /// Fields of PARAMS.
+    pub mod params {
+        use super::Field;
+        /// Stream probes (N_PROBES); probe i is PROBE_EN bit i. (ro, bits 7:0).
+        pub const PROBES: Field = Field { shift: 0, width: 8 };
+        /// Records each source holds while the merge serves the others (HOLD_DEPTH). (ro, bits 15:8).
+        pub const HOLD_DEPTH: Field = Field { shift: 8, width: 8 };
+        /// Records between the merge and the ring writer (FIFO_DEPTH). (ro, bits 31:16).
+        pub const FIFO_DEPTH: Field = Field { shift: 16, width: 16 };
+    }
+    /// Fields of CTRL.
+    pub mod ctrl {
+        use super::Field;
+        /// Form records. (rw, bits 0:0).
+        pub const EN: Field = Field { shift: 0, width: 1 };
+        /// Drive link TX slot 2's ready position with HEAD (while STATUS.active). (rw, bits 1:1).
+        pub const LINK: Field = Field { shift: 1, width: 1 };
+    }
+    /// Fields of PROBE_EN.
+    pub mod probe_en {
+        use super::Field;
+        /// Bit i: stream probe i. (rw, bits 30:0).
+        pub const PROBES: Field = Field { shift: 0, width: 31 };
+        /// MemoryX streamer records. (rw, bits 31:31).
+        pub const STREAMER: Field = Field { shift: 31, width: 1 };
+    }
+    /// Fields of RING_BASE.
+    pub mod ring_base {
+        use super::Field;
+        /// `addr` field (rw, bits 31:0).
+        pub const ADDR: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RING_LEN.
+    pub mod ring_len {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of START.
+    pub mod start {
+        use super::Field;
+        /// `bytes` field (rw, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of HEAD.
+    pub mod head {
+        use super::Field;
+        /// `bytes` field (ro, bits 31:0).
+        pub const BYTES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of RECORDS.
+    pub mod records {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of LOST.
+    pub mod lost {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of SEQ.
+    pub mod seq {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of HIGH_WATER.
+    pub mod high_water {
+        use super::Field;
+        /// `records` field (ro, bits 15:0).
+        pub const RECORDS: Field = Field { shift: 0, width: 16 };
+    }
+    /// Fields of STATUS.
+    pub mod status {
+        use super::Field;
+        /// The ring passed its check when CTRL.en last rose: the unit writes it (also after en clears, to finish the records formed) and drives the link slot with CTRL.link. (ro, bits 0:0).
+        pub const ACTIVE: Field = Field { shift: 0, width: 1 };
+        /// CTRL.en last rose with a bad RING_BASE, RING_LEN or START: nothing is formed or written until it rises again with a good one. (ro, bits 1:1).
+        pub const BAD_RING: Field = Field { shift: 1, width: 1 };
+        /// Records formed are not yet written or lost (held, merged, queued, or being written). (ro, bits 2:2).
+        pub const BUSY: Field = Field { shift: 2, width: 1 };
+        /// CTRL.en rose and the restart waits for the record being written. (ro, bits 3:3).
+        pub const RESTART: Field = Field { shift: 3, width: 1 };
+    }
+    /// Fields of CYCLE_LO.
+    pub mod cycle_lo {
+        use super::Field;
+        /// `cycles` field (ro, bits 31:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CYCLE_HI.
+    pub mod cycle_hi {
+        use super::Field;
+        /// `cycles` field (ro, bits 15:0).
+        pub const CYCLES: Field = Field { shift: 0, width: 16 };
+    }
+}
+
 /// `swarm` block (hdl/regmap/swarm.toml): SwarmX switch node (docs/swarmx.md): one upstream port, N downstream ports; broadcast down, fixed-order FP32 reduce up, faults flagged and aborted with an error flit. Configuration is taken at chunk boundaries.
 pub mod swarm {
     #[allow(unused_imports)]
@@ -4512,6 +4658,7 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
     BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "trace", slot: 18, id: 0x5452, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 0, in_soc: true },
 ];
