@@ -2,13 +2,14 @@
 //! engine's bulk mode and MemoryX's host commands.
 //!
 //! **Bulk modes.** In echo mode (the boot default, the link's self-test) every RX window
-//! loops back into its TX slot. In MemoryX mode the DMA RAM is split in four rings:
+//! loops back into its TX slot. In MemoryX mode the DMA RAM is split in five rings:
 //!
 //! | ring | bytes | stream |
 //! |---|---|---|
 //! | RX0 | [0, ¼) | channel 2, weights host → board: the words of `MxWrite` |
 //! | RX1 | [¼, ½) | channel 3, gradients host → board: the words of `MxStep` |
-//! | RX2 | [½, ¾) | channel 4, data: the samples of `MeshStep` |
+//! | RX2 | [½, ⅝) | channel 4, data: the samples of `MeshStep`, `MeshTrain` and `MeshEval` |
+//! | TX2 | [⅝, ¾) | channel 6, trace board → host: the trace unit's records (`TraceCtl`) |
 //! | TX0 | [¾, 1) | channel 2, weights board → host: the words of `MxRead`, the gradients of `MeshStep` |
 //!
 //! The CPU never touches a payload word: the data mover moves them between these rings and
@@ -25,16 +26,18 @@ mod mesh;
 mod optim;
 mod state;
 mod swarm;
+mod trace;
 
 use ws_common::ctrl::cmd::{
     opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo,
-    MxLayers, MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus,
+    MxLayers, MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus, TraceCtl,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
 
 use crate::hal::link::{LinkEngine, Window};
 use crate::hal::mx::{MemoryX, MxError};
+use crate::hal::trace::TraceUnit;
 use crate::link::DataPlane;
 use crate::mx::Table;
 use swarm::SwarmPlane;
@@ -61,6 +64,7 @@ pub struct MemoryXPlane {
     steps: u32,
     swarm: Option<SwarmPlane>,
     mesh: Option<mesh::MeshPlane>,
+    trace: Option<TraceUnit>,
 }
 
 /// Failure of a request: its status, logged with the cause.
@@ -90,13 +94,25 @@ impl MemoryXPlane {
             steps: 0,
             swarm: None,
             mesh: None,
+            trace: None,
         }
     }
 
-    /// The rings of MemoryX mode, each a quarter of the DMA RAM: RX0, RX1, RX2, TX0.
+    /// The rings of MemoryX mode: RX0, RX1, RX2, TX0 (the trace's is [`Self::trace_ring`]).
     fn rings(eng: &LinkEngine) -> [Window; 4] {
         let q = eng.dma_bytes() / 4;
-        [0, 1, 2, 3].map(|i| Window { base: i * q, len: q })
+        [
+            Window { base: 0, len: q },
+            Window { base: q, len: q },
+            Window { base: 2 * q, len: q / 2 },
+            Window { base: 3 * q, len: q },
+        ]
+    }
+
+    /// TX2's ring (channel 6): the eighth of the DMA RAM after RX2's.
+    fn trace_ring(eng: &LinkEngine) -> Window {
+        let q = eng.dma_bytes() / 4;
+        Window { base: 2 * q + q / 2, len: q / 2 }
     }
 
     /// Waits until every looped slot has echoed and had acknowledged all it received, and
@@ -119,6 +135,7 @@ impl MemoryXPlane {
             return Ok(want);
         }
         self.idle(eng)?;
+        self.trace_off();
         let r = Self::rings(eng);
         match want {
             BulkMode::MemoryX => {
@@ -247,6 +264,7 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::MESH_STEP => self.answer::<MeshStep>(req_id, body, out, |s, q| s.mesh_step(&q, eng)),
             opcode::MESH_TRAIN => self.answer::<MeshTrain>(req_id, body, out, |s, q| s.mesh_train(&q, eng)),
             opcode::MESH_EVAL => self.answer::<MeshEval>(req_id, body, out, |s, q| s.mesh_eval(&q, eng)),
+            opcode::TRACE_CTL => self.answer::<TraceCtl>(req_id, body, out, |s, q| s.trace_ctl(&q, eng)),
             _ => return None,
         })
     }

@@ -14,6 +14,7 @@
 //! | [`link::LinkEngine`] | link (protocol v2 engine) | (firmware frames, DMA windows, HELLO state, counters) |
 //! | [`mx::MemoryX`] | mx (streamer layer table, slots) and mxdma (data mover) | (layers, steps, ring ↔ store moves) |
 //! | [`sysinfo::Sysinfo`] | sysinfo | (identity, slot discovery, soft reset) |
+//! | [`trace::TraceUnit`] | trace (pipeline trace unit) | (start, drain, counts; it writes channel 6 itself) |
 //!
 //! Field layouts come from `ws_common::regmap`, generated from `hdl/regmap/*.toml`.
 
@@ -25,4 +26,5 @@ pub mod mx;
 pub mod swarm;
 pub mod sysinfo;
 pub mod timer;
+pub mod trace;
 pub mod uart;

@@ -21,6 +21,7 @@ use ws_firmware::hal::mx::MemoryX;
 use ws_firmware::hal::swarm::SwarmX;
 use ws_firmware::hal::sysinfo::Sysinfo;
 use ws_firmware::hal::timer::{self, Timer};
+use ws_firmware::hal::trace::TraceUnit;
 use ws_firmware::hal::uart::{self, Uart};
 use ws_firmware::layout::Windows;
 use ws_firmware::link::LinkServer;
@@ -95,7 +96,8 @@ fn main() -> ! {
     // Every MemoryX wait gives up after about 250 ms of board time (a poll is ~8 cycles).
     let mut dataplane = MemoryXPlane::new(MemoryX::new(p.mx, p.mxdma), sys.clk_hz / 32)
         .with_swarm(SwarmX::probe(p.swarm))
-        .with_mesh(p.mesh.into_iter().filter_map(MeshHw::probe));
+        .with_mesh(p.mesh.into_iter().filter_map(MeshHw::probe))
+        .with_trace(TraceUnit::probe(p.trace));
     // SAFETY: every handler and the shared state they use are set up.
     unsafe { riscv::interrupt::enable() };
 

@@ -19,6 +19,12 @@
 //
 // The external DMA port of the engine is passed through for the data-plane blocks (MemoryX);
 // the firmware never moves bulk payload, so it has no path to the DMA RAM.
+//
+// TX slot 2 (channel 6, trace) can take its ready position from a hardware producer instead
+// of TX_READY2: while `tx2_hw_en` is high the engine sends the bytes before `tx2_hw_ready`,
+// the head of whole records the trace unit (ws_trace) has written into that window, and
+// `tx2_acked` gives the producer the host's acknowledged position back, so the trace drains
+// to the host without the firmware (docs/trace.md). TX_READY2 still reads what was written.
 module ws_link_block #(
     parameter FW_RX_DEPTH = 512,
     parameter FW_TX_WORDS = 512,
@@ -52,6 +58,11 @@ module ws_link_block #(
     output wire                         ext_rvalid,
     output wire [31:0]                  ext_rdata,
 
+    // Channel 6's hardware producer (above).
+    input  wire                         tx2_hw_en,
+    input  wire [31:0]                  tx2_hw_ready,
+    output wire [31:0]                  tx2_acked,
+
     output wire                         irq
 );
 
@@ -76,6 +87,9 @@ module ws_link_block #(
     wire [2:0]      rx_win_en;
     wire [3*32-1:0] tx_win_base, tx_win_len, tx_win_ready, ch_init_credit;
     wire [2:0]      tx_win_en;
+    // The ready positions the engine uses: the CSRs', or slot 2's hardware producer's.
+    wire [3*32-1:0] tx_use_ready = {tx2_hw_en ? tx2_hw_ready : tx_win_ready[2*32 +: 32],
+                                    tx_win_ready[0 +: 2*32]};
 
     wire [2:0]      rx_win_active, tx_win_active;
     wire [3*32-1:0] rx_expected, rx_committed, rx_credit;
@@ -254,7 +268,7 @@ module ws_link_block #(
         .tx_win_en(tx_win_en),
         .tx_win_base(tx_win_base),
         .tx_win_len(tx_win_len),
-        .tx_win_ready(tx_win_ready),
+        .tx_win_ready(tx_use_ready),
         .ch_reset(ch_reset_we && ch_reset_go),
         .ch_init_credit(ch_init_credit),
         .rx_win_active(rx_win_active),
@@ -332,6 +346,7 @@ module ws_link_block #(
     end
 
     assign irq = ctrl_irq_rx && fw_rx_valid;
+    assign tx2_acked = tx_acked_bytes[2*32 +: 32];
 
     wire _unused_ok = &{1'b0, tx_send_seq, ev_ch, ev_nak, ev_bad_frame, ev_fw_overflow};
 

@@ -27,8 +27,12 @@
 // go up the ports, through the node's reduction, into the streamer (docs/mesh-array.md "On
 // SwarmX").
 //
-// The streamer's trace stream is not routed yet (the pipeline-trace issue takes it to the
-// link's trace channel); CTRL.TRACE_EN stays 0 by reset, so it emits nothing.
+// The trace unit (ws_trace, register slot 18; docs/trace.md) watches the block's streams: the
+// mover's feed, SwarmX's upstream input and output, every downstream port both ways, the
+// streamer's gradient input and weight output, and takes the streamer's own per-chunk
+// records. It writes one record per chunk per hop into link channel 6's window through the
+// ext port (sharing it with the data mover, round robin) and drives that channel's ready
+// position (link_tx_ready*), so the host receives the trace while the data plane runs.
 module ws_mx_block #(
     parameter DATA_WIDTH = 256,       // store beat bits
     parameter STORE_BYTES = 1 << 20,  // weight store bytes, a power of two
@@ -47,6 +51,7 @@ module ws_mx_block #(
 
     input  wire                         mx_reg_req,
     input  wire                         dma_reg_req,
+    input  wire                         trace_reg_req,
     input  wire                         swarm_reg_req,
     input  wire [MW-1:0]                mesh_reg_req,
     input  wire                         reg_we,
@@ -55,6 +60,7 @@ module ws_mx_block #(
     input  wire [3:0]                   reg_be,
     output wire [31:0]                  mx_reg_rdata,
     output wire [31:0]                  dma_reg_rdata,
+    output wire [31:0]                  trace_reg_rdata,
     output wire [31:0]                  swarm_reg_rdata,
     output wire [MW*32-1:0]             mesh_reg_rdata,
     output wire                         swarm_irq,
@@ -66,6 +72,12 @@ module ws_mx_block #(
     output wire [31:0]                  ext_wdata,
     input  wire                         ext_rvalid,
     input  wire [31:0]                  ext_rdata,
+
+    // Link TX slot 2 (channel 6): the host's acknowledged position in, the trace unit's
+    // ready position out (ws_link_block tx2_*).
+    input  wire [31:0]                  link_tx_acked,
+    output wire [31:0]                  link_tx_ready,
+    output wire                         link_tx_ready_en,
 
     // The simulation store's sticky AXI-protocol alarm (ws_mx_mem_model err_protocol).
     output wire                         mem_err_protocol
@@ -170,9 +182,23 @@ module ws_mx_block #(
     wire [NPORT*64-1:0] bc_user, up_user_w;
     wire        op4_valid = dma_feed_valid && dma_feed_mesh == 2'd1;
     wire        op4_bcast_ready;
-    wire         trace_valid;
+    wire         trace_valid, trace_ready;
     wire [159:0] trace_data;
     wire [63:0]  trace_user;
+    // The trace unit's probes: 0 the mover's feed, 1 SwarmX's upstream input (broadcast in),
+    // 2 its upstream output (reduced), 3 the streamer's gradient input, 4 its weight output,
+    // 5 + p downstream port p out (into its wafer), 5 + NPORT + p port p in (from its wafer).
+    localparam N_PROBES = 5 + 2 * NPORT;
+    wire [N_PROBES-1:0]    pr_fire, pr_last;
+    wire [N_PROBES*64-1:0] pr_user;
+    // SwarmX's probes (probes 1, 2 and 5..), from inside its generate branch.
+    wire [N_PROBES-3-1:0]    sw_fire, sw_last;
+    wire [(N_PROBES-3)*64-1:0] sw_user;
+    // The ext port's two masters: the data mover and the trace unit (writes only).
+    wire        mv_ext_valid, mv_ext_ready, mv_ext_we;
+    wire [$clog2(DMA_BYTES)-3:0] mv_ext_addr, tr_ext_addr;
+    wire [31:0] mv_ext_wdata, tr_ext_wdata;
+    wire        tr_ext_valid, tr_ext_ready;
 
     ws_mx_streamer #(
         .LANES(1),
@@ -202,7 +228,7 @@ module ws_mx_block #(
         .m_wout_last(wout_last),
         .m_wout_user(wout_user),
         .m_trace_valid(trace_valid),
-        .m_trace_ready(1'b1),
+        .m_trace_ready(trace_ready),
         .m_trace_data(trace_data),
         .m_trace_user(trace_user),
         .m_axi_arid(x_arid[0*2 +: 2]),
@@ -252,11 +278,11 @@ module ws_mx_block #(
         .reg_wdata(reg_wdata),
         .reg_be(reg_be),
         .reg_rdata(dma_reg_rdata),
-        .ext_valid(ext_valid),
-        .ext_ready(ext_ready),
-        .ext_we(ext_we),
-        .ext_addr(ext_addr),
-        .ext_wdata(ext_wdata),
+        .ext_valid(mv_ext_valid),
+        .ext_ready(mv_ext_ready),
+        .ext_we(mv_ext_we),
+        .ext_addr(mv_ext_addr),
+        .ext_wdata(mv_ext_wdata),
         .ext_rvalid(ext_rvalid),
         .ext_rdata(ext_rdata),
         .m_axi_arid(x_arid[1*2 +: 2]),
@@ -413,6 +439,9 @@ module ws_mx_block #(
             assign bc_last = {NPORT{1'b0}};
             assign bc_user = {NPORT*64{1'b0}};
             assign up_ready_w = {NPORT{1'b0}};
+            assign sw_fire = {(N_PROBES-3){1'b0}};
+            assign sw_last = {(N_PROBES-3){1'b0}};
+            assign sw_user = {(N_PROBES-3)*64{1'b0}};
             wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, mesh_swarm,
                                    op4_valid, held, bc_ready, up_valid_w, up_data_w, up_last_w, up_user_w};
         end else begin : g_swarm
@@ -492,6 +521,16 @@ module ws_mx_block #(
             wire bcast_ready;
             assign wout_ready = wout_bcast ? bcast_ready : mxs_ready;
             assign op4_bcast_ready = mesh_swarm && bcast_ready;
+
+            // The trace unit's view of the node: broadcast in, reduced out, then every port
+            // out (down) and in (up).
+            wire sw_up_in_valid = mesh_swarm ? op4_valid : wout_bcast && wout_valid;
+            assign sw_fire = {dn_in_valid & dn_in_ready, dn_out_valid & dn_out_ready,
+                              up_valid && up_ready, sw_up_in_valid && bcast_ready};
+            assign sw_last = {dn_in_last, dn_out_last, up_last,
+                              mesh_swarm ? dma_feed_last : wout_last};
+            assign sw_user = {dn_in_user, dn_out_user, up_user,
+                              mesh_swarm ? dma_feed_user : wout_user};
 
             ws_swarm_block #(
                 .N_PORTS(N)
@@ -646,7 +685,79 @@ module ws_mx_block #(
         .err_protocol(mem_err_protocol)
     );
 
-    wire _unused_ok = &{1'b0, trace_valid, trace_data, trace_user, bd_rdata_unused, wout_keep};
+    // ------------------------------------------------------------------ trace
+
+    // Probe order (above); SwarmX's {ports in, ports out, reduced out, broadcast in} slot in
+    // around the mover's feed and the streamer's two streams.
+    assign pr_fire = {sw_fire[N_PROBES-3-1:2], wout_valid && wout_ready, grad_valid && grad_ready,
+                      sw_fire[1:0], dma_feed_valid && dma_feed_ready && dma_feed_mesh != 2'd2};
+    assign pr_last = {sw_last[N_PROBES-3-1:2], wout_last, grad_last, sw_last[1:0], dma_feed_last};
+    assign pr_user = {sw_user[(N_PROBES-3)*64-1:128], wout_user, grad_user, sw_user[127:0], dma_feed_user};
+
+    // Source ids of the probes (ws_common::trace::Source::id).
+    function automatic [8*N_PROBES-1:0] probe_ids;
+        input integer n;
+        integer q;
+        begin
+            probe_ids = {8*N_PROBES{1'b0}};
+            probe_ids[0 +: 8] = 8'h00;
+            probe_ids[8 +: 8] = 8'h02;
+            probe_ids[16 +: 8] = 8'h03;
+            probe_ids[24 +: 8] = 8'h04;
+            probe_ids[32 +: 8] = 8'h05;
+            for (q = 0; q < n; q = q + 1) begin
+                probe_ids[(5 + q) * 8 +: 8] = 8'h10 + q[7:0];
+                probe_ids[(5 + n + q) * 8 +: 8] = 8'h20 + q[7:0];
+            end
+        end
+    endfunction
+
+    ws_trace #(
+        .N_PROBES(N_PROBES),
+        .PROBE_IDS(probe_ids(NPORT)),
+        .DMA_BYTES(DMA_BYTES)
+    ) trace_inst (
+        .clk(clk),
+        .rst(rst),
+        .reg_req(trace_reg_req),
+        .reg_we(reg_we),
+        .reg_addr(reg_addr),
+        .reg_wdata(reg_wdata),
+        .reg_be(reg_be),
+        .reg_rdata(trace_reg_rdata),
+        .probe_fire(pr_fire),
+        .probe_last(pr_last),
+        .probe_user(pr_user),
+        .s_rec_valid(trace_valid),
+        .s_rec_ready(trace_ready),
+        .s_rec_data(trace_data),
+        .s_rec_user(trace_user),
+        .m_ext_valid(tr_ext_valid),
+        .m_ext_ready(tr_ext_ready),
+        .m_ext_addr(tr_ext_addr),
+        .m_ext_wdata(tr_ext_wdata),
+        .link_acked(link_tx_acked),
+        .link_ready(link_tx_ready),
+        .link_ready_en(link_tx_ready_en)
+    );
+
+    // The ext port: the data mover and the trace unit, round robin when both ask. The trace
+    // unit only writes, so every read answer (ext_rvalid, the next cycle) is the mover's.
+    // ext_ready never depends on ext_valid (docs/link-engine.md), so the grant may.
+    reg  ext_last_tr_reg;
+    wire grant_tr = tr_ext_valid && (!mv_ext_valid || !ext_last_tr_reg);
+    assign ext_valid = grant_tr || mv_ext_valid;
+    assign ext_we = grant_tr ? 1'b1 : mv_ext_we;
+    assign ext_addr = grant_tr ? tr_ext_addr : mv_ext_addr;
+    assign ext_wdata = grant_tr ? tr_ext_wdata : mv_ext_wdata;
+    assign tr_ext_ready = grant_tr && ext_ready;
+    assign mv_ext_ready = !grant_tr && ext_ready;
+    always @(posedge clk) begin
+        if (ext_valid && ext_ready) ext_last_tr_reg <= grant_tr;
+        if (rst) ext_last_tr_reg <= 1'b0;
+    end
+
+    wire _unused_ok = &{1'b0, bd_rdata_unused, wout_keep};
 
 endmodule
 

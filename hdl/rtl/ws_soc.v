@@ -111,10 +111,11 @@ module ws_soc #(
 
     // Register-block slots; bit n of SLOT_MASK is set when slot n holds a block.
     localparam NUM_SLOTS = 25 + WAFERS;
-    localparam [31:0] SLOT_MASK = 32'h0103_011f | ((MESH_P > 0) ? (((32'd1 << WAFERS) - 32'd1) << 25) : 32'd0);
+    localparam [31:0] SLOT_MASK = 32'h0107_011f | ((MESH_P > 0) ? (((32'd1 << WAFERS) - 32'd1) << 25) : 32'd0);
     localparam SLOT_LINK = 8;
     localparam SLOT_MX = 16;
     localparam SLOT_MXDMA = 17;
+    localparam SLOT_TRACE = 18;
     localparam SLOT_SWARM = 24;
     localparam SLOT_MESH = 25;
 
@@ -643,6 +644,10 @@ module ws_soc #(
     wire [31:0]                       link_ext_wdata;
     wire                              link_ext_rvalid;
     wire [31:0]                       link_ext_rdata;
+    // Channel 6's producer: the trace unit inside ws_mx_block (docs/trace.md).
+    wire                              link_tx2_hw_en;
+    wire [31:0]                       link_tx2_hw_ready;
+    wire [31:0]                       link_tx2_acked;
 
     ws_link_block #(
         .DMA_BYTES(LINK_DMA_BYTES)
@@ -668,15 +673,18 @@ module ws_soc #(
         .ext_wdata(link_ext_wdata),
         .ext_rvalid(link_ext_rvalid),
         .ext_rdata(link_ext_rdata),
+        .tx2_hw_en(link_tx2_hw_en),
+        .tx2_hw_ready(link_tx2_hw_ready),
+        .tx2_acked(link_tx2_acked),
         .irq(irq_link)
     );
 
     // Slots 9..15 are empty: they read 0.
     assign reg_rdata[9*32 +: 7*32] = {7*32{1'b0}};
 
-    // MemoryX: the streamer's layer table (slot 16) and its data mover (slot 17), the weight
-    // store behind them, and the data mover's path into the link engine's DMA RAM; SwarmX's
-    // 4-port node between the mover's gradient feed and the streamer (slot 24); the WAFERS 2x2
+    // MemoryX: the streamer's layer table (slot 16), its data mover (slot 17), the weight
+    // store behind them, and the data mover's path into the link engine's DMA RAM; the trace
+    // unit (slot 18) that writes link channel 6; SwarmX's 4-port node between the mover's gradient feed and the streamer (slot 24); the WAFERS 2x2
     // wafer meshes on its ports (slots 25 .., docs/mesh-array.md "In the SoC", "Several wafers").
     wire mx_mem_err_protocol;
 
@@ -692,6 +700,7 @@ module ws_soc #(
         .rst(periph_rst),
         .mx_reg_req(reg_req[SLOT_MX]),
         .dma_reg_req(reg_req[SLOT_MXDMA]),
+        .trace_reg_req(reg_req[SLOT_TRACE]),
         .swarm_reg_req(reg_req[SLOT_SWARM]),
         .mesh_reg_req(reg_req[SLOT_MESH +: WAFERS]),
         .reg_we(reg_we),
@@ -700,6 +709,7 @@ module ws_soc #(
         .reg_be(reg_be),
         .mx_reg_rdata(reg_rdata[SLOT_MX*32 +: 32]),
         .dma_reg_rdata(reg_rdata[SLOT_MXDMA*32 +: 32]),
+        .trace_reg_rdata(reg_rdata[SLOT_TRACE*32 +: 32]),
         .swarm_reg_rdata(reg_rdata[SLOT_SWARM*32 +: 32]),
         .mesh_reg_rdata(reg_rdata[SLOT_MESH*32 +: WAFERS*32]),
         .swarm_irq(irq_swarm),
@@ -710,18 +720,21 @@ module ws_soc #(
         .ext_wdata(link_ext_wdata),
         .ext_rvalid(link_ext_rvalid),
         .ext_rdata(link_ext_rdata),
+        .link_tx_acked(link_tx2_acked),
+        .link_tx_ready(link_tx2_hw_ready),
+        .link_tx_ready_en(link_tx2_hw_en),
         .mem_err_protocol(mx_mem_err_protocol)
     );
 
-    // Slots 18..23 are empty: they read 0.
-    assign reg_rdata[18*32 +: 6*32] = {6*32{1'b0}};
+    // Slots 19..23 are empty: they read 0.
+    assign reg_rdata[19*32 +: 5*32] = {5*32{1'b0}};
 
     // Outputs and bus lanes nothing consumes: core and debug status pins, the JTAG output
     // enable (the pin is never shared), unmapped-access pulses (a later issue may count them),
     // address bits outside each slave's window and the write lanes of read-only ports.
     wire _unused_ok = &{1'b0, core_irq_ack, core_irq_id, debug_havereset, debug_running,
                         debug_halted, jtag_tdo_oe, dmactive, fi_err_unmapped, d_err_unmapped,
-                        reg_req[7:5], reg_req[15:9], reg_req[23:18], mx_mem_err_protocol,
+                        reg_req[7:5], reg_req[15:9], reg_req[23:19], mx_mem_err_protocol,
                         fi_m_addr[FI_ROM*32 +: 2],
                         fi_m_addr[FI_ROM*32 + ROM_ADDR_WIDTH +: 32 - ROM_ADDR_WIDTH],
                         fi_m_addr[FI_RAM*32 +: 2],

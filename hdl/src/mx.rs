@@ -140,6 +140,8 @@ pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/ws_mesh.v",
     "hdl/rtl/ws_mesh_block.v",
     "hdl/rtl/ws_mx_wafers.v",
+    "hdl/rtl/gen/ws_trace_csr.v",
+    "hdl/rtl/ws_trace.v",
     "hdl/rtl/ws_mx_block.v",
 ];
 

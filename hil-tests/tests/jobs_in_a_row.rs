@@ -43,7 +43,13 @@ fn the_main_run_twice_on_one_board_is_bit_exact_every_time() {
                     assert!(
                         stdout.contains("test accuracy"),
                         "{what}: the summary table:\n{stdout}\n{stderr}"
-                    )
+                    );
+                    // Its pipeline trace arrived whole and passed every check.
+                    assert!(
+                        stdout.contains("pipeline trace:") && stdout.contains(" (0 lost)"),
+                        "{what}: the trace's summary:\n{stdout}\n{stderr}"
+                    );
+                    assert!(!stderr.contains("the trace check found"), "{what}:\n{stdout}\n{stderr}");
                 }
                 Check::BitExactRows(n) => {
                     let exact = stdout.lines().filter(|l| l.trim_end().ends_with("bit-exact")).count();

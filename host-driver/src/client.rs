@@ -189,6 +189,16 @@ request!(
     |d| <ws_common::ctrl::cmd::SwarmEvents as Command<'_>>::decode_response(d)
 );
 
+// The pipeline trace (link v2). Starting restarts the trace unit's counts, so it is answered
+// once per request id; a stop or a status query repeated changes nothing.
+request!(
+    ws_common::ctrl::cmd::TraceCtl,
+    "TraceCtl",
+    idempotent = false,
+    ws_common::ctrl::cmd::TraceState,
+    |d| <ws_common::ctrl::cmd::TraceCtl as Command<'_>>::decode_response(d)
+);
+
 impl Request for ws_common::ctrl::cmd::LinkCounters {
     const NAME: &'static str = "LinkCounters";
     const OPCODE: u8 = <Self as Command<'static>>::OPCODE;

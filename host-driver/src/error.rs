@@ -46,6 +46,9 @@ pub enum Error {
     /// A `wsctl train` configuration, data set or checkpoint was refused.
     #[error(transparent)]
     Train(#[from] crate::train::TrainError),
+    /// A pipeline trace capture (docs/trace.md).
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
 }
 
 impl Error {
@@ -327,6 +330,22 @@ pub enum ProtocolError {
         addr: u32,
         /// Length asked for.
         len: usize,
+    },
+    /// the board's trace ends at byte {end} of channel 6 but only {got} of its {want} bytes arrived after {waited}: {why}
+    #[error(
+        "the board's trace ends at byte {end} of channel 6 but only {got} of its {want} bytes arrived after {waited}: {why}; check `wsctl link stats` (channel 6) and `wsctl logs`"
+    )]
+    TraceIncomplete {
+        /// The trace's end on the channel's stream.
+        end: u32,
+        /// Bytes it holds.
+        want: u32,
+        /// Bytes that arrived.
+        got: u32,
+        /// How long we waited.
+        waited: String,
+        /// What the host knows of the cause.
+        why: &'static str,
     },
 }
 

@@ -24,6 +24,8 @@
 //! - [`jtag`]: probe-rs over JTAG: our probe driver for the simulator's JTAG server (XVC,
 //!   remote_bitbang), the board's target description, and a [`Debugger`](jtag::Debugger).
 //! - [`flash`]: loading an ELF into RAM over JTAG, checked and verified.
+//! - [`trace`]: the hardware pipeline trace of link channel 6: decoding, the Perfetto
+//!   timeline, the validator behind `wsctl trace --check`, and a summary.
 //! - [`report`]: the tables and dumps `wsctl` prints, as plain functions with tests.
 //! - [`parse`]: number and byte-string parsing for command-line arguments.
 //! - [`workspace`]: where the workspace, its `target/` folder and the default ELF are.
@@ -48,6 +50,7 @@ pub mod optim;
 pub mod parse;
 pub mod report;
 pub mod sim;
+pub mod trace;
 pub mod train;
 pub mod transport;
 pub mod workspace;

@@ -123,9 +123,10 @@ pub fn jobs(dir: &Path, seed: u64, train: TrainLength) -> Vec<Job> {
             job(
                 Some(
                     "training on the digits: an MLP 64→32→10 on two wafers behind SwarmX, Adam in MemoryX, \
-                     the samples streamed every step, the test split evaluated on the board (docs/train.md)",
+                     the samples streamed every step, the test split evaluated on the board (docs/train.md), \
+                     with the hardware pipeline trace of the run (docs/trace.md)",
                 ),
-                &["train", flag, &n, "--seed", &s, "--out-dir", &d("train")],
+                &["train", flag, &n, "--seed", &s, "--out-dir", &d("train"), "--trace", &d("train/trace.json")],
             )
         },
         job(None, &["mx", "status"]),

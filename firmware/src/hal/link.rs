@@ -14,6 +14,8 @@ use crate::pac;
 pub const RX_CHANNELS: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Data];
 /// Bulk channels the TX windows serve, by TX slot.
 pub const TX_CHANNELS: [Channel; 3] = [Channel::Weights, Channel::Gradients, Channel::Trace];
+/// TX slot of channel 6, the trace.
+pub const TX_TRACE: usize = 2;
 
 /// One DMA window: a power-of-two ring in the engine's DMA RAM, aligned to its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +127,11 @@ impl LinkEngine {
         self.regs.tx_acked_bytes(slot).read()
     }
 
+    /// Whether TX slot `slot`'s window is open.
+    pub fn tx_open(&self, slot: usize) -> bool {
+        link::tx_en0::ACTIVE.get(self.regs.tx_en(slot).read()) != 0
+    }
+
     /// The stream position TX slot `slot` has sent.
     pub fn tx_sent(&self, slot: usize) -> u32 {
         self.regs.tx_sent_bytes(slot).read()
@@ -229,7 +236,10 @@ impl Engine for LinkEngine {
         for i in 0..3 {
             self.regs.tx_ready(i).write(0);
         }
-        for (i, _) in open.iter().enumerate().filter(|(_, o)| **o) {
+        // TX2 (channel 6) stays closed: its ready position belongs to the trace unit while a
+        // trace runs, and the new session's stream starts again at 0 under it. The next
+        // `TraceCtl` start opens it at the new stream's position (docs/trace.md).
+        for (i, _) in open.iter().enumerate().filter(|(i, o)| **o && *i != TX_TRACE) {
             self.regs.tx_en(i).write(link::tx_en0::EN.val(1));
             // The engine re-checks the unchanged window on the rising enable.
             let _ = (0..64).any(|_| link::tx_en0::ACTIVE.get(self.regs.tx_en(i).read()) != 0);

@@ -80,6 +80,13 @@ impl MemoryX {
         Self { mx, dma }
     }
 
+    /// Turns the streamer's per-chunk trace records on or off (CTRL.TRACE_EN). On, a record
+    /// that has nowhere to go stalls retirement, so only the trace unit, which always takes
+    /// them, may be behind it (docs/memoryx-store.md "Trace records").
+    pub fn set_trace(&self, on: bool) {
+        self.mx.ctrl().write(mx::ctrl::TRACE_EN.val(u32::from(on)));
+    }
+
     /// The build parameters.
     pub fn params(&self) -> MxParams {
         let c = self.mx.config().read();

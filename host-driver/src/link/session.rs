@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use crate::board_time::{BoardClock, Deadline};
 
+use ws_common::ctrl::cmd::{TraceCtl, TraceOp, TraceState};
 use ws_common::ctrl::{Status, RESPONSE_BIT};
 use ws_common::link::control::{CtrlHeader, CTRL_HEADER_LEN};
-use ws_common::link::MAX_CTRL_PAYLOAD;
+use ws_common::link::{Channel, MAX_CTRL_PAYLOAD};
 
 use super::{Config, Endpoint, LinkState, Role, RxCheckpoint};
 use crate::client::Request;
@@ -28,6 +29,20 @@ pub struct Link {
     /// Control retries sent (a request resent under its id after a timeout).
     pub retries: u64,
     clock: Option<BoardClock>,
+    trace: TraceTap,
+}
+
+/// What the pump does with channel 6 (the board's pipeline trace) while a trace is kept
+/// ([`Link::keep_trace`]): every byte is read as it arrives, so the channel's credit never
+/// stalls the board's trace unit. Otherwise channel 6 is left to whoever reads the endpoint
+/// (the echo self-test loops channel 4 back on it).
+#[derive(Debug, Default)]
+struct TraceTap {
+    /// Stream position of the next byte read (mod 2³²), while keeping.
+    pos: u32,
+    /// The position of `kept[0]`, while keeping.
+    from: Option<u32>,
+    kept: Vec<u8>,
 }
 
 impl std::fmt::Debug for Link {
@@ -68,6 +83,7 @@ impl Link {
             rbuf: vec![0; 256 << 10],
             wbuf: Vec::new(),
             retries: 0,
+            trace: TraceTap::default(),
         };
         let deadline = Deadline::new(timeout, link.clock.as_ref());
         loop {
@@ -116,8 +132,94 @@ impl Link {
         if n > 0 {
             let now = self.now();
             self.ep.input(&self.rbuf[..n], now);
+            if self.trace.from.is_some() {
+                self.read_trace()?;
+            }
         }
         Ok(())
+    }
+
+    fn read_trace(&mut self) -> Result<(), Error> {
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            let n = self.ep.read(Channel::Trace, &mut buf).map_err(ProtocolError::Stream)?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.trace.kept.extend_from_slice(&buf[..n]);
+            self.trace.pos = self.trace.pos.wrapping_add(n as u32);
+        }
+    }
+
+    /// Starts keeping what arrives on channel 6 (and forgets what was kept); returns the
+    /// stream position of the first byte it will keep.
+    pub fn keep_trace(&mut self) -> u32 {
+        let committed = self.ep.receiver(Channel::Trace).map_or(0, |r| r.committed());
+        self.trace.pos = committed.wrapping_sub(self.ep.readable(Channel::Trace) as u32);
+        self.trace.from = Some(self.trace.pos);
+        self.trace.kept.clear();
+        self.trace.pos
+    }
+
+    /// The stream position after the last channel 6 byte kept.
+    pub fn trace_position(&self) -> u32 {
+        self.trace.pos
+    }
+
+    /// Starts the board's pipeline trace with `probes` (`ws_common::ctrl::cmd::TRACE_ALL`:
+    /// every hop), keeping channel 6 from before the board writes its first record
+    /// (docs/trace.md).
+    pub fn trace_start(&mut self, probes: u32, timeout: Duration) -> Result<TraceState, Error> {
+        self.keep_trace();
+        let r = self.request(&TraceCtl { op: TraceOp::Start, probes }, timeout, 0);
+        if r.is_err() {
+            self.trace.from = None;
+        }
+        r
+    }
+
+    /// Stops the board's trace and waits, up to `timeout` without progress, for the rest of it
+    /// to arrive. Returns the unit's final counts and the trace's bytes: whole records, from
+    /// where it started to where it ended on channel 6.
+    pub fn trace_stop(&mut self, timeout: Duration) -> Result<(TraceState, Vec<u8>), Error> {
+        let st = self.request(&TraceCtl { op: TraceOp::Stop, probes: 0 }, timeout, 1)?;
+        let want = st.head.wrapping_sub(st.start);
+        let mut deadline = Deadline::new(timeout, self.clock.as_ref());
+        let mut got = self.trace.pos.wrapping_sub(st.start);
+        while got < want && !deadline.expired() {
+            self.pump(Duration::from_millis(2))?;
+            let now = self.trace.pos.wrapping_sub(st.start);
+            if now != got {
+                deadline.restart();
+                got = now;
+            }
+        }
+        let incomplete = |why| ProtocolError::TraceIncomplete {
+            end: st.head,
+            want,
+            got: got.min(want),
+            waited: deadline.describe(),
+            why,
+        };
+        if got < want {
+            self.trace.from = None;
+            return Err(incomplete("the rest never came").into());
+        }
+        let bytes = self
+            .take_trace(st.start, st.head)
+            .ok_or_else(|| incomplete("this host started keeping channel 6 after the trace began"))?;
+        Ok((st, bytes))
+    }
+
+    /// Stops keeping channel 6 and hands over the bytes of stream positions `[from, to)`
+    /// (`None` when they were not all kept: asked for before [`Link::keep_trace`], or not
+    /// received yet).
+    pub fn take_trace(&mut self, from: u32, to: u32) -> Option<Vec<u8>> {
+        let kept_from = self.trace.from.take()?;
+        let kept = std::mem::take(&mut self.trace.kept);
+        let skip = from.wrapping_sub(kept_from) as usize;
+        let len = to.wrapping_sub(from) as usize;
+        kept.get(skip..skip.checked_add(len)?).map(<[u8]>::to_vec)
     }
 
     /// Runs control request `req`: sends it, waits up to `timeout` for the answer, and

@@ -4,7 +4,7 @@
 //! behind one trait so that `wsctl train` and `wsctl train --golden` run the same loop and
 //! their results can be compared word for word.
 
-use ws_common::ctrl::cmd::{MeshPlan, MeshStepDone, SwarmConfig, SwarmStatus};
+use ws_common::ctrl::cmd::{MeshPlan, MeshStepDone, SwarmConfig, SwarmStatus, TraceState, TRACE_ALL};
 use ws_common::golden::swarm::{node_lane, NodeConfig};
 
 use super::config::{Limits, Resolved};
@@ -61,6 +61,14 @@ pub trait Backend {
     fn cycles(&mut self) -> Option<u64>;
     /// Releases the run's MemoryX layers.
     fn release(&mut self) -> Result<()>;
+    /// Starts the board's pipeline trace (docs/trace.md); the golden models have none.
+    fn trace_start(&mut self) -> Result<()> {
+        Err(TrainError::Config(format!("{} record no hardware trace: drop --trace", self.describe())).into())
+    }
+    /// Stops it: the unit's counts and channel 6's bytes of the whole trace.
+    fn trace_stop(&mut self) -> Result<(TraceState, Vec<u8>)> {
+        Err(TrainError::Config(format!("{} record no hardware trace", self.describe())).into())
+    }
 }
 
 /// SwarmX's fixed order over the wafers: wafer w sits on downstream port PORTS − 1 − w
@@ -129,6 +137,14 @@ impl Backend for Board {
 
     fn release(&mut self) -> Result<()> {
         self.mesh.mx().release().map(drop)
+    }
+
+    fn trace_start(&mut self) -> Result<()> {
+        self.mesh.link().trace_start(TRACE_ALL, STALL).map(drop)
+    }
+
+    fn trace_stop(&mut self) -> Result<(TraceState, Vec<u8>)> {
+        self.mesh.link().trace_stop(STALL)
     }
 }
 

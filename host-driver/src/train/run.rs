@@ -14,6 +14,7 @@ use super::rng::Rng;
 use super::TrainError;
 use crate::optim::{arrays_for, Array, LayerConfig};
 use crate::Result;
+use ws_common::ctrl::cmd::TraceState;
 
 /// What the loop tells its caller as it goes.
 #[derive(Debug, Clone)]
@@ -55,6 +56,8 @@ pub struct Options {
     pub checkpoint: Option<PathBuf>,
     /// Continue from this checkpoint.
     pub resume: Option<Checkpoint>,
+    /// Record the board's pipeline trace over the run's steps and evaluations.
+    pub trace: bool,
 }
 
 /// The end of a run.
@@ -88,6 +91,9 @@ pub struct Summary {
     pub arrays: Arrays,
     /// The generator's state at the start of the next step's epoch.
     pub rng_state: u64,
+    /// The board's pipeline trace, with [`Options::trace`]: the unit's final counts and
+    /// channel 6's bytes (`crate::trace::Trace::from_bytes` decodes them).
+    pub trace: Option<(TraceState, Vec<u8>)>,
 }
 
 impl Summary {
@@ -212,6 +218,9 @@ pub fn train(
     }
     on(&Event::Started { run: &r, limits, first: start + 1, last, per_epoch, batch });
 
+    if opts.trace {
+        dev.trace_start()?;
+    }
     let mut curves = Curves::default();
     let cycles0 = dev.cycles();
     let (mut step_cycles, mut mesh_cycles, mut step_wall) = (0u64, 0u64, Duration::ZERO);
@@ -292,6 +301,7 @@ pub fn train(
             }
         }
     }
+    let trace = if opts.trace { Some(dev.trace_stop()?) } else { None };
     let arrays = read_arrays(dev, &r)?;
     let cycles = match (cycles0, dev.cycles()) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
@@ -314,6 +324,7 @@ pub fn train(
         curves,
         arrays,
         rng_state: next_state,
+        trace,
     })
 }
 

@@ -30,10 +30,10 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
     let cfg = TrainConfig { steps: Some(60), checkpoint_every: 0, ..small() };
     let whole = golden(&cfg, &Options::default());
     let first = TrainConfig { steps: Some(50), ..cfg.clone() };
-    golden(&first, &Options { checkpoint: Some(path.clone()), resume: None });
+    golden(&first, &Options { checkpoint: Some(path.clone()), ..Options::default() });
     let ck = Checkpoint::load(&path).unwrap();
     assert_eq!((ck.step, ck.epoch), (50, 1));
-    let rest = golden(&cfg, &Options { checkpoint: None, resume: Some(ck) });
+    let rest = golden(&cfg, &Options { resume: Some(ck), ..Options::default() });
     assert_eq!(rest.steps, (51, 60));
     assert!(rest.arrays == whole.arrays, "the resumed run's weights and state differ");
     assert_eq!(rest.curves.steps[..], whole.curves.steps[50..]);
@@ -43,7 +43,7 @@ fn a_resumed_run_ends_bit_identical_to_an_uninterrupted_one() {
         &mut GoldenBoard::new(),
         &TrainConfig { lr: 0.5, ..cfg },
         &Dataset::digits(),
-        &Options { checkpoint: None, resume: Some(ck) },
+        &Options { resume: Some(ck), ..Options::default() },
         &mut |_| {},
     )
     .unwrap_err();

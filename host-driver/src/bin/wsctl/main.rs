@@ -21,6 +21,7 @@ mod reset;
 mod sim;
 mod stats;
 mod swarm;
+mod trace;
 mod train;
 
 use std::process::ExitCode;
@@ -91,6 +92,9 @@ enum Cmd {
     /// and SwarmX, with held-out evaluation, curves and checkpoints; --golden runs the
     /// same training on the host's golden models.
     Train(Box<train::Args>),
+    /// A pipeline trace capture (link channel 6, .wstrace) as a Perfetto timeline, with each
+    /// hop's use; --check validates it.
+    Trace(trace::Args),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -120,6 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Mx(c) => mx::run(&ctx, c),
         Cmd::Mesh(c) => mesh::run(&ctx, c),
         Cmd::Train(a) => train::run(&ctx, *a),
+        Cmd::Trace(a) => trace::run(a),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }

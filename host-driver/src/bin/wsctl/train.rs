@@ -95,6 +95,11 @@ pub struct Args {
     /// The checkpoint file [default: OUT_DIR/checkpoint.safetensors].
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
+    /// Record the board's pipeline trace over the run (docs/trace.md): Perfetto JSON to FILE
+    /// (open it in ui.perfetto.dev) and the raw records beside it (FILE with `.wstrace`, for
+    /// `wsctl trace`), checked and summed up after the run.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 impl Args {
@@ -175,7 +180,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
     let t0 = Instant::now();
     let (mut first, mut done) = (1u32, 0u32);
     let what = dev.describe();
-    let opts = Options { checkpoint: Some(checkpoint.clone()), resume };
+    let opts = Options { checkpoint: Some(checkpoint.clone()), resume, trace: a.trace.is_some() };
     let summary = train::train(dev.as_mut(), &cfg, &data, &opts, &mut |e| match e {
         Event::Started { run, limits, first: f, last, per_epoch, batch } => {
             if let Some(b) = &mut fig {
@@ -240,6 +245,10 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
         Err(e) => return Err(e.into()),
     }
     files.push(checkpoint);
+    if let (Some(path), Some((state, bytes))) = (&a.trace, &summary.trace) {
+        let hz = fig.map_or(host_driver::trace::DEFAULT_CLOCK_HZ, |f| f.clock_hz);
+        files.extend(crate::trace::write_run_trace(path, state, bytes, hz)?);
+    }
     println!("wrote:");
     for f in files {
         println!("  {}", f.display());

@@ -1,0 +1,159 @@
+//! Scenario: the hardware pipeline trace (issue 21, docs/trace.md) of training runs on the
+//! simulated board's two wafers.
+//!
+//! - Two traced runs of the digits, one after the other on one board (each a new host
+//!   session): each trace is whole (every record the unit wrote arrived, none lost, the bytes
+//!   match the unit's counts), passes every check of `host_driver::trace` (spans closed and
+//!   ordered per hop, every chunk that entered SwarmX or MemoryX left it, flows paired), and
+//!   shows what the run did: every step's weights broadcast to both wafers' ports, every
+//!   gradient chunk up both ports, reduced, updated and streamed out. The two traces hold the
+//!   same records but for their timestamps, and tracing changes nothing: both runs end
+//!   bit-identical to the golden models.
+//! - A host that stops reading channel 6 over a run: the ring fills, records are lost and
+//!   counted, and once it reads again (over a second run) the lost count the board reports is
+//!   exactly the gap the host finds in the sequence numbers; the training is untouched.
+//!
+//! Needs: `ws-sim` and the firmware (`cargo xtask build`).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use hil_tests::{Needs, Rig};
+use host_driver::link::{Config, Link};
+use host_driver::trace::{self, Clock, Trace};
+use host_driver::train::data::Dataset;
+use host_driver::train::{self, Board, GoldenBoard, Options, Summary, TrainConfig};
+use ws_common::ctrl::cmd::{TraceCtl, TraceOp, TRACE_ALL};
+use ws_common::trace::{Record, RecordKind, Source};
+use ws_hdl::sim::SimProcess;
+
+const STEPS: u32 = 4;
+/// Steps of the run whose trace overflows: more records than channel 6's ring and the host's
+/// receive buffer hold.
+const LONG: u32 = 12;
+
+fn config(steps: u32) -> TrainConfig {
+    TrainConfig { steps: Some(steps), wafers: 2, seed: 5, ..TrainConfig::default() }
+}
+
+fn link(sim: &SimProcess, cfg: Config) -> Link {
+    let t = hil_tests::connect(sim, sim.phy_addr());
+    Link::connect(Box::new(t), cfg, Duration::from_secs(30)).expect("HELLO")
+}
+
+fn board(sim: &SimProcess, cfg: Config) -> Board {
+    Board::new(host_driver::mesh::open_board(link(sim, cfg), "sim").expect("the mesh"), "sim")
+}
+
+fn run(dev: &mut dyn train::Backend, steps: u32, opts: &Options) -> Summary {
+    train::train(dev, &config(steps), &Dataset::digits(), opts, &mut |_| {}).expect("training")
+}
+
+fn golden(steps: u32) -> Summary {
+    run(&mut GoldenBoard::new(), steps, &Options::default())
+}
+
+/// The records of `t` without their timestamps and sequence numbers: what the run did.
+fn shape(t: &Trace) -> Vec<(u8, u8, u16, u16, u16, u16)> {
+    let mut v: Vec<_> =
+        t.records.iter().map(|r| (r.kind as u8, r.source.id(), r.layer, r.step, r.chunk, r.flits)).collect();
+    v.sort_unstable();
+    v
+}
+
+fn of(t: &Trace, s: Source, step: u16) -> impl Iterator<Item = &Record> {
+    t.records.iter().filter(move |r| r.source == s && r.step == step)
+}
+
+/// The trace shows the run: per step, weights down both wafers' ports, gradients up both,
+/// reduced into MemoryX and every reduced chunk updated.
+fn shows_the_run(t: &Trace, layers: u16) {
+    // Wafer w sits on port 3 − w.
+    for step in 1..=STEPS as u16 {
+        for port in [3u8, 2] {
+            let down: BTreeSet<u16> = of(t, Source::SwarmDownOut(port), step).map(|r| r.layer).collect();
+            assert_eq!(down, (0..layers).collect(), "step {step}: weights of every layer into port {port}");
+            let up: BTreeSet<u16> = of(t, Source::SwarmUpIn(port), step).map(|r| r.layer).collect();
+            assert_eq!(up, (0..layers).collect(), "step {step}: gradients of every layer out of port {port}");
+        }
+        let reduced: BTreeSet<(u16, u16)> =
+            of(t, Source::SwarmUpOut, step).map(|r| (r.layer, r.chunk)).collect();
+        let updated: BTreeSet<(u16, u16)> = of(t, Source::MxStreamer, step)
+            .filter(|r| r.kind == RecordKind::Update)
+            .map(|r| (r.layer, r.chunk))
+            .collect();
+        assert!(!reduced.is_empty(), "step {step}: no reduced chunk");
+        assert_eq!(reduced, updated, "step {step}: every reduced chunk is updated");
+        for u in of(t, Source::MxStreamer, step).filter(|r| r.kind == RecordKind::Update) {
+            let g = of(t, Source::MxGradIn, step)
+                .find(|g| (g.layer, g.chunk) == (u.layer, u.chunk))
+                .unwrap_or_else(|| {
+                    panic!("step {step}: update of L{} c{} without its gradients", u.layer, u.chunk)
+                });
+            assert!(g.begin <= u.begin && u.begin <= u.end, "step {step}: the update follows its gradients");
+        }
+    }
+}
+
+#[test]
+fn traced_runs_back_to_back_are_whole_checked_and_change_nothing() {
+    let Some(rig) = Rig::open("pipeline_trace", Needs::default()) else { return };
+    let Some(sim) = rig.sim() else { return };
+    let want = golden(STEPS);
+    let mut shapes = Vec::new();
+    for job in 0..2 {
+        let s =
+            run(&mut board(sim, Config::default()), STEPS, &Options { trace: true, ..Options::default() });
+        for (l, (a, b)) in s.arrays.iter().zip(&want.arrays).enumerate() {
+            assert_eq!(a, b, "job {job}: layer {l} differs from the golden models");
+        }
+        let (state, bytes) = s.trace.as_ref().expect("the trace");
+        let t = Trace::from_bytes(bytes);
+        println!("job {job}: {} records, high water {}", t.records.len(), state.high_water);
+        let json = trace::to_perfetto(&t, Clock::new(trace::DEFAULT_CLOCK_HZ).unwrap());
+        let report = trace::check_capture(&t, &json, Some(state));
+        assert!(report.is_ok(), "job {job}: {}", report.render(20));
+        assert_eq!(state.lost, 0, "job {job}: records lost with a host reading channel 6");
+        assert_eq!(t.records.len() as u32, state.records, "job {job}: records the unit wrote");
+        shows_the_run(&t, s.run.layers() as u16);
+        shapes.push(shape(&t));
+    }
+    assert_eq!(shapes[0], shapes[1], "the same run traced twice holds the same records");
+}
+
+#[test]
+fn a_host_that_stops_reading_loses_records_counted_and_training_is_untouched() {
+    let Some(rig) = Rig::open("pipeline_trace_loss", Needs::default()) else { return };
+    let Some(sim) = rig.sim() else { return };
+    // A small receive buffer, so channel 6's credit runs out soon.
+    let cfg = Config { rx_buffer: 4 << 10, ..Config::default() };
+    let mut dev = board(sim, cfg);
+    let started = dev.mesh().link().request(&TraceCtl { op: TraceOp::Start, probes: TRACE_ALL }, STALL, 0);
+    let started = started.expect("trace start");
+    // Nothing reads channel 6 while the run trains.
+    let s = run(&mut dev, LONG, &Options::default());
+    let want = golden(LONG);
+    assert_eq!(s.arrays, want.arrays, "the run with a stalled trace differs from the golden models");
+    let during = dev.mesh().link().request(&TraceCtl { op: TraceOp::Status, probes: 0 }, STALL, 0).unwrap();
+    assert!(during.lost > 0, "the ring never filled: {during:?}");
+    // Reading again: the host keeps what the endpoint holds and what the board still sends,
+    // and a second run's records follow the lost ones, so the gap shows.
+    let from = dev.mesh().link().keep_trace();
+    assert_eq!(from, started.start, "nothing was read before");
+    let again = run(&mut dev, LONG, &Options::default());
+    assert_eq!(again.arrays, want.arrays, "the second run differs from the golden models");
+    let (end, bytes) = dev.mesh().link().trace_stop(STALL).expect("the rest of the trace");
+    let t = Trace::from_bytes(&bytes);
+    println!(
+        "{} records formed, {} lost ({}), high water {}",
+        end.records + end.lost,
+        end.lost,
+        t.lost.describe(),
+        end.high_water
+    );
+    assert_eq!(t.lost.count(), u64::from(end.lost), "the seq gaps are the records the board counted lost");
+    assert_eq!(t.records.len() as u32, end.records);
+    assert!(t.undecodable.is_empty() && t.trailing_bytes == 0);
+}
+
+const STALL: Duration = Duration::from_secs(20);
