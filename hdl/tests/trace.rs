@@ -34,7 +34,7 @@ use rand::rngs::StdRng;
 use rand::RngExt;
 use ws_common::regmap::trace as reg;
 use ws_common::trace::{Record, Source, RECORD_BYTES};
-use ws_hdl::dut::{run_test, Dut, Pattern, Port, StreamSink};
+use ws_hdl::dut::{run_test, Dut, Pattern, Port, RegPort, StreamSink};
 use ws_hdl::trace::{
     block_spec, Formed, Former, Inputs, StreamerRec, TraceParams, REC_TYPE_STREAM, REC_TYPE_UPDATE,
     STREAMER_EN,
@@ -63,12 +63,7 @@ struct Ports {
     acked: Port,
     ready: Port,
     ready_en: Port,
-    req: Port,
-    we: Port,
-    addr: Port,
-    wdata: Port,
-    be: Port,
-    rdata: Port,
+    reg: RegPort,
 }
 
 enum Op {
@@ -210,17 +205,11 @@ impl<'a> Tb<'a> {
             acked: port("link_acked"),
             ready: port("link_ready"),
             ready_en: port("link_ready_en"),
-            req: port("reg_req"),
-            we: port("reg_we"),
-            addr: port("reg_addr"),
-            wdata: port("reg_wdata"),
-            be: port("reg_be"),
-            rdata: port("reg_rdata"),
+            reg: RegPort::new(dut),
         };
-        for q in [p.fire, p.rec_valid, p.req, p.we, p.acked] {
+        for q in [p.fire, p.rec_valid, p.acked] {
             dut.set(q, 0);
         }
-        dut.set(p.be, 0xf);
         let ext = StreamSink::with_fields(dut, "m_ext", &["addr", "wdata"], dut.seed()).unchecked();
         dut.reset(4);
         let n = params.probes.len();
@@ -291,18 +280,9 @@ impl<'a> Tb<'a> {
         }
         d.set(p.acked, u64::from(self.acked));
         match op {
-            Some(Op::Write(a, v)) => {
-                d.set(p.req, 1);
-                d.set(p.we, 1);
-                d.set(p.addr, u64::from(a));
-                d.set(p.wdata, u64::from(v));
-            }
-            Some(Op::Read(a)) => {
-                d.set(p.req, 1);
-                d.set(p.we, 0);
-                d.set(p.addr, u64::from(a));
-            }
-            None => d.set(p.req, 0),
+            Some(Op::Write(a, v)) => p.reg.start_write(d, a, v, 0xf),
+            Some(Op::Read(a)) => p.reg.start_read(d, a),
+            None => p.reg.release(d),
         }
         self.ext.drive(d);
         d.eval();
@@ -352,11 +332,10 @@ impl<'a> Tb<'a> {
             self.arrived.push(false);
         }
         self.dut.tick();
-        self.dut.set(p.req, 0);
-        self.dut.set(p.we, 0);
+        p.reg.release(self.dut);
         self.host_step(ready);
         self.dut.eval();
-        self.dut.get(p.rdata) as u32
+        p.reg.data(self.dut)
     }
 
     fn ram_write(&mut self, now: u64, addr: u32, data: u32) {

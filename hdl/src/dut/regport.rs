@@ -62,21 +62,31 @@ impl RegPort {
         dut.set(self.be, u64::from(be & 0xf));
     }
 
-    /// Drives the port idle again after [`RegPort::start_write`].
+    /// Drives the port idle again after [`RegPort::start_write`] or [`RegPort::start_read`].
     pub fn release(&self, dut: &mut Dut) {
         self.idle(dut);
         dut.eval();
     }
 
-    /// Reads a word: the request takes one cycle, the data is valid in the next.
-    pub fn read(&self, dut: &mut Dut, addr: u32) -> u32 {
+    /// Drives a read request for the coming edge without ticking, for a test that steps the
+    /// clock itself; after the edge, [`RegPort::release`] and [`RegPort::data`].
+    pub fn start_read(&self, dut: &mut Dut, addr: u32) {
         dut.set(self.req, 1);
         dut.set(self.we, 0);
         dut.set(self.addr, u64::from(addr & 0xfff));
         dut.set(self.be, 0xf);
-        dut.tick();
-        self.idle(dut);
-        dut.eval();
+    }
+
+    /// The read data of the request taken at the last edge.
+    pub fn data(&self, dut: &Dut) -> u32 {
         dut.get(self.rdata) as u32
+    }
+
+    /// Reads a word: the request takes one cycle, the data is valid in the next.
+    pub fn read(&self, dut: &mut Dut, addr: u32) -> u32 {
+        self.start_read(dut, addr);
+        dut.tick();
+        self.release(dut);
+        self.data(dut)
     }
 }
