@@ -527,7 +527,7 @@ fn paths(records: &[Record], problems: &mut Vec<Problem>) {
         match hop {
             _ if !exit.is_some_and(|e| traced(hop, e)) => {}
             Hop::DownIn => {
-                let missing = links.missing_ports(records, i);
+                let missing = links.missing_ports(i);
                 if !missing.is_empty() || links.to(i).is_empty() {
                     problems.push(Problem::NotBroadcast { seq, key, missing });
                 }

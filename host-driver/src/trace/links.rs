@@ -139,8 +139,6 @@ pub struct Links {
     hops: Vec<Hop>,
     from: Vec<Vec<usize>>,
     to: Vec<Vec<usize>>,
-    /// Per step, the SwarmX ports that carried any chunk of it downstream.
-    down_ports: HashMap<u16, BTreeSet<u8>>,
     /// Per step, the SwarmX ports that carried any chunk of it upstream.
     up_ports: HashMap<u16, BTreeSet<u8>>,
     /// The chunks into SwarmX's broadcast in the order they entered it.
@@ -152,17 +150,10 @@ impl Links {
     pub fn new(records: &[Record]) -> Self {
         let hops: Vec<Hop> = records.iter().map(Hop::of).collect();
         let mut slots: HashMap<Slot, Vec<usize>> = HashMap::new();
-        let mut down_ports: HashMap<u16, BTreeSet<u8>> = HashMap::new();
         let mut up_ports: HashMap<u16, BTreeSet<u8>> = HashMap::new();
         for (i, (r, &h)) in records.iter().zip(&hops).enumerate() {
-            match r.source {
-                Source::SwarmDownOut(p) => {
-                    down_ports.entry(r.step).or_default().insert(p);
-                }
-                Source::SwarmUpIn(p) => {
-                    up_ports.entry(r.step).or_default().insert(p);
-                }
-                _ => {}
+            if let Source::SwarmUpIn(p) = r.source {
+                up_ports.entry(r.step).or_default().insert(p);
             }
             if h != Hop::Other {
                 slots.entry((h, r.layer, r.step, r.chunk)).or_default().push(i);
@@ -211,7 +202,7 @@ impl Links {
         }
         let mut down_in: Vec<usize> = (0..records.len()).filter(|&i| hops[i] == Hop::DownIn).collect();
         down_in.sort_by_key(|&i| (records[i].begin, records[i].seq));
-        Self { hops, from, to, down_ports, up_ports, down_in }
+        Self { hops, from, to, up_ports, down_in }
     }
 
     /// Where record `i` sits on its chunk's path.
@@ -232,11 +223,6 @@ impl Links {
     /// Every link, (from, to), ordered by `from` then `to`.
     pub fn edges(&self) -> Vec<(usize, usize)> {
         (0..self.to.len()).flat_map(|a| self.to[a].iter().map(move |&b| (a, b))).collect()
-    }
-
-    /// The SwarmX ports that carried any chunk of `step` downstream.
-    pub fn down_ports(&self, step: u16) -> Vec<u8> {
-        self.down_ports.get(&step).map(|s| s.iter().copied().collect()).unwrap_or_default()
     }
 
     /// The SwarmX ports that carried any chunk of `step` upstream.
@@ -260,7 +246,7 @@ impl Links {
     /// The node changes its port mask only between chunks and a job keeps one mask, while
     /// jobs with the same step may use different wafers (the last evaluation batch takes
     /// fewer), so a chunk's neighbours, not its step, say where it should have gone.
-    pub fn missing_ports(&self, _records: &[Record], i: usize) -> Vec<u8> {
+    pub fn missing_ports(&self, i: usize) -> Vec<u8> {
         let reached = self.reached(i);
         let Some(k) = self.down_in.iter().position(|&j| j == i) else { return Vec::new() };
         let prev = k.checked_sub(1).map(|k| self.reached(self.down_in[k]));

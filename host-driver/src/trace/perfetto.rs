@@ -178,7 +178,7 @@ fn in_flight(records: &[Record], links: &Links) -> Vec<InFlight> {
         let last_out = links.to(i).iter().map(|&j| records[j].end + 1).max();
         match links.hop(i) {
             Hop::DownIn => {
-                let done = links.missing_ports(records, i).is_empty();
+                let done = links.missing_ports(i).is_empty();
                 broadcast.spans.push((r.begin, last_out.filter(|_| done)));
             }
             Hop::UpOut => {
