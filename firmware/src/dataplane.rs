@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | RX0 | [0, ¼) | channel 2, weights host → board: the words of `MxWrite` |
 //! | RX1 | [¼, ½) | channel 3, gradients host → board: the words of `MxStep` |
-//! | RX2 | [½, ⅝) | channel 4, data: the samples of `MeshStep`, `MeshTrain` and `MeshEval` |
+//! | RX2 | [½, ⅝) | channel 4, data: the samples of `MeshStep`, `MeshTrain`, `MeshTrainRun` and `MeshEval` |
 //! | TX2 | [⅝, ¾) | channel 6, trace board → host: the trace unit's records (`TraceCtl`) |
 //! | TX0 | [¾, 1) | channel 2, weights board → host: the words of `MxRead`, the gradients of `MeshStep` |
 //!
@@ -29,8 +29,8 @@ mod swarm;
 mod trace;
 
 use ws_common::ctrl::cmd::{
-    opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MxCounters, MxCreate, MxInfo,
-    MxLayers, MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus, TraceCtl,
+    opcode, BulkMode, LinkMode, MeshEval, MeshSetup, MeshStep, MeshTrain, MeshTrainRun, MxCounters, MxCreate,
+    MxInfo, MxLayers, MxRead, MxRelease, MxStep, MxWrite, SwarmConfig, SwarmEvents, SwarmStatus, TraceCtl,
 };
 use ws_common::ctrl::{Command, Status};
 use ws_common::link::control::{encode_error, encode_response};
@@ -264,6 +264,9 @@ impl DataPlane<LinkEngine> for MemoryXPlane {
             opcode::MESH_STEP => self.answer::<MeshStep>(req_id, body, out, |s, q| s.mesh_step(&q, eng)),
             opcode::MESH_TRAIN => self.answer::<MeshTrain>(req_id, body, out, |s, q| s.mesh_train(&q, eng)),
             opcode::MESH_EVAL => self.answer::<MeshEval>(req_id, body, out, |s, q| s.mesh_eval(&q, eng)),
+            opcode::MESH_TRAIN_RUN => {
+                self.answer::<MeshTrainRun>(req_id, body, out, |s, q| s.mesh_train_run(&q, eng))
+            }
             opcode::TRACE_CTL => self.answer::<TraceCtl>(req_id, body, out, |s, q| s.trace_ctl(&q, eng)),
             _ => return None,
         })

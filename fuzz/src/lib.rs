@@ -296,7 +296,8 @@ pub fn ctrl_request(data: &[u8]) {
 /// panicking, and a body it accepts re-encodes to the same bytes (every layout is exact).
 fn data_plane_requests(data: &[u8]) {
     use ws_common::ctrl::cmd::{
-        MeshEval, MeshSetup, MeshStep, MeshTrain, MxCreate, MxLayers, MxRelease, MxStep, SwarmConfig,
+        MeshEval, MeshSetup, MeshStep, MeshTrain, MeshTrainRun, MxCreate, MxLayers, MxRelease, MxStep,
+        SwarmConfig,
     };
     use ws_common::ctrl::Command;
     fn roundtrip<'a, C: Command<'a> + core::fmt::Debug>(data: &'a [u8]) {
@@ -310,6 +311,8 @@ fn data_plane_requests(data: &[u8]) {
     roundtrip::<MeshStep>(data);
     roundtrip::<MeshTrain>(data);
     roundtrip::<MeshEval>(data);
+    roundtrip::<MeshTrainRun>(data);
+    let _ = MeshTrainRun::decode_response(data);
     roundtrip::<MxStep>(data);
     roundtrip::<MxRelease>(data);
     roundtrip::<MxLayers>(data);

@@ -158,6 +158,14 @@ request!(
 );
 
 request!(
+    ws_common::ctrl::cmd::MeshTrainRun,
+    "MeshTrainRun",
+    idempotent = false,
+    ws_common::ctrl::cmd::MeshRunDone,
+    |d| <ws_common::ctrl::cmd::MeshTrainRun as Command<'_>>::decode_response(d)
+);
+
+request!(
     ws_common::ctrl::cmd::MeshEval,
     "MeshEval",
     idempotent = false,

@@ -27,7 +27,7 @@ mod tests;
 pub use backend::{Backend, Board, GoldenBoard, StepOut};
 pub use checkpoint::Checkpoint;
 pub use config::{Limits, Resolved, TrainConfig};
-pub use run::{train, Event, Options, Summary};
+pub use run::{train, Event, Options, Summary, STEPS_PER_REQUEST};
 
 /// A training run refused or went wrong on the host's side.
 #[derive(Debug, thiserror::Error)]

@@ -18,16 +18,18 @@ use heapless::Vec;
 use ws_common::ctrl::cmd::{MeshPlan, MeshSetup, MeshStepDone, MESH_MAX_DIMS};
 use ws_common::ctrl::Status;
 use ws_common::golden::mesh::{Layer, Mesh as Geometry, StreamLayout};
-use ws_common::mesh::{check_step, routes, snake_router, step_program, Program, StepMap, StepSegments};
+use ws_common::mesh::{check_step, eval_program, routes, snake_router, step_program, StepMap, StepSegments};
 
 use super::{fault, MemoryXPlane};
 use crate::hal::link::LinkEngine;
 use crate::hal::mesh::{group, MeshHw};
 use crate::hal::mx::{Op, Ring};
 
+mod programs;
 mod step;
 mod train;
 
+use programs::{Key, Kind, Programs};
 use step::Capture;
 
 /// RX slot of the samples (channel 4).
@@ -69,6 +71,7 @@ pub(super) struct MeshPlane {
     /// The wafers, in wafer order (wafer 0 in slot 25).
     pub(super) wafers: Vec<MeshHw, MAX_WAFERS>,
     setup: Option<Setup>,
+    programs: Programs,
 }
 
 /// A checked setup.
@@ -145,7 +148,8 @@ impl MemoryXPlane {
                 p.sram_words
             );
         }
-        self.mesh = (!wafers.is_empty()).then_some(MeshPlane { wafers, setup: None });
+        self.mesh =
+            (!wafers.is_empty()).then_some(MeshPlane { wafers, setup: None, programs: Programs::default() });
         self
     }
 
@@ -200,6 +204,7 @@ impl MemoryXPlane {
             }
         }
         m.setup = Some(s);
+        m.programs.clear();
         #[cfg(feature = "defmt")]
         defmt::info!(
             "mesh: set up {=usize} layers, B {=usize}, {=u32} SRAM words per PE",
@@ -211,8 +216,9 @@ impl MemoryXPlane {
     }
 
     /// Places each PE's samples and labels (as the host sends them: every PE's inputs, then
-    /// every PE's labels) on the wafer whose CTRL.samples is set, and loads each PE's program
-    /// (`program(slots, samples, head)`); returns the program length.
+    /// every PE's labels) on the wafer whose CTRL.samples is set, and loads each PE's `kind`
+    /// program (kept in `progs` for the next steps); returns the program length.
+    #[allow(clippy::too_many_arguments)]
     fn place(
         &mut self,
         hw: &MeshHw,
@@ -220,7 +226,8 @@ impl MemoryXPlane {
         n: usize,
         mut cap: Option<&mut Capture>,
         eng: &mut LinkEngine,
-        program: impl Fn(usize, usize, bool) -> Program,
+        progs: &mut Programs,
+        kind: Kind,
     ) -> Result<usize, Status> {
         let (rows, cols) = (usize::from(s.plan.rows), usize::from(s.plan.cols));
         let geo = Geometry::new(rows, cols, s.b);
@@ -239,8 +246,12 @@ impl MemoryXPlane {
         }
         let mut len = 0;
         for pos in 0..pes {
-            let range = geo.samples_at(pos, n);
-            let prog = program(range.len().max(1), range.len(), pos == 0);
+            let samples = geo.samples_at(pos, n).len();
+            let key = Key { kind, slots: samples.max(1), samples, head: pos == 0 };
+            let prog = progs.get(key, || match kind {
+                Kind::Step => step_program(s.dims(), &s.map, key.slots, samples, key.head),
+                Kind::Eval => eval_program(s.dims(), &s.map, key.slots, samples, key.head),
+            });
             len = prog.as_slice().len();
             hw.load_program(snake_router(cols, pos) as u8, prog.as_slice());
         }

@@ -79,6 +79,11 @@ impl TraceUnit {
         self.r.head().read()
     }
 
+    /// The low 32 bits of the unit's free-running cycle counter, the clock of every record.
+    pub fn cycle(&self) -> u32 {
+        self.r.cycle_lo().read()
+    }
+
     /// The unit's counts. Records formed but still unwritten (a ring the host does not read)
     /// count as lost: they are past the trace's end for whoever reads up to `head`.
     pub fn state(&self) -> ws_common::ctrl::cmd::TraceState {
@@ -94,7 +99,7 @@ impl TraceUnit {
             records,
             lost: if enabled { lost } else { lost.wrapping_add(pending) },
             high_water: self.r.high_water().read(),
-            cycle: self.r.cycle_lo().read(),
+            cycle: self.cycle(),
             probes: self.probes,
         }
     }

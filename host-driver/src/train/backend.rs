@@ -4,7 +4,9 @@
 //! behind one trait so that `wsctl train` and `wsctl train --golden` run the same loop and
 //! their results can be compared word for word.
 
-use ws_common::ctrl::cmd::{MeshPlan, MeshStepDone, SwarmConfig, SwarmStatus, TraceState, TRACE_ALL};
+use ws_common::ctrl::cmd::{
+    MeshPlan, MeshStepDone, SwarmConfig, SwarmStatus, TraceState, MAX_RUN_STEPS, TRACE_ALL,
+};
 use ws_common::golden::swarm::{node_lane, NodeConfig};
 
 use super::config::{Limits, Resolved};
@@ -55,6 +57,15 @@ pub trait Backend {
     fn mx(&mut self) -> &mut dyn MxDevice;
     /// Training step `t` on `wafers` wafers (wafer w takes samples w·C …, C = PEs × B).
     fn train(&mut self, t: u32, wafers: u8, x: &[u32], labels: &[u32]) -> Result<StepOut>;
+    /// Training steps `t`, `t` + 1, … one per batch (`(x, labels)`, all of one size), each
+    /// exactly [`Backend::train`]'s; the board runs them in one request (`MeshTrainRun`).
+    fn train_run(&mut self, t: u32, wafers: u8, batches: &[(Vec<u32>, Vec<u32>)]) -> Result<Vec<StepOut>> {
+        let mut out = Vec::with_capacity(batches.len());
+        for (i, (x, y)) in batches.iter().enumerate() {
+            out.push(self.train(t + i as u32, wafers, x, y)?);
+        }
+        Ok(out)
+    }
     /// The forward pass only, on `wafers` wafers; nothing is updated.
     fn eval(&mut self, wafers: u8, x: &[u32], labels: &[u32]) -> Result<StepOut>;
     /// The board's cycle counter (`None`: no simulated clock, as on the golden model).
@@ -125,6 +136,16 @@ impl Backend for Board {
 
     fn train(&mut self, t: u32, wafers: u8, x: &[u32], labels: &[u32]) -> Result<StepOut> {
         Ok(StepOut::of(&self.mesh.train_on(t, wafers, x, labels)?))
+    }
+
+    fn train_run(&mut self, t: u32, wafers: u8, batches: &[(Vec<u32>, Vec<u32>)]) -> Result<Vec<StepOut>> {
+        let mut out = Vec::with_capacity(batches.len());
+        for (i, group) in batches.chunks(MAX_RUN_STEPS).enumerate() {
+            let b: Vec<(&[u32], &[u32])> = group.iter().map(|(x, y)| (x.as_slice(), y.as_slice())).collect();
+            let run = self.mesh.train_run(t + (i * MAX_RUN_STEPS) as u32, wafers, &b)?;
+            out.extend(run.steps().iter().map(StepOut::of));
+        }
+        Ok(out)
     }
 
     fn eval(&mut self, wafers: u8, x: &[u32], labels: &[u32]) -> Result<StepOut> {

@@ -58,6 +58,24 @@ pub struct Options {
     pub resume: Option<Checkpoint>,
     /// Record the board's pipeline trace over the run's steps and evaluations.
     pub trace: bool,
+    /// Most training steps in one request to the board (`MeshTrainRun`); 0 takes
+    /// [`STEPS_PER_REQUEST`], 1 sends a request per step. A request also ends at every
+    /// evaluation, checkpoint and epoch end. The numbers do not depend on it.
+    pub steps_per_request: u32,
+}
+
+/// Training steps per request by default: the host is off the critical path between them,
+/// and the progress lines still come every few seconds on the simulated board.
+pub const STEPS_PER_REQUEST: u32 = 16;
+
+impl Options {
+    /// [`Options::steps_per_request`], with 0 as the default.
+    pub fn per_request(&self) -> u32 {
+        match self.steps_per_request {
+            0 => STEPS_PER_REQUEST,
+            n => n,
+        }
+    }
 }
 
 /// The end of a run.
@@ -229,8 +247,16 @@ pub fn train(
     let (mut epoch_loss, mut epoch_correct, mut epoch_steps) = (0.0f64, 0.0f64, 0u32);
     let mut test: Option<EpochPoint> = None;
     let mut next_state = rng.state();
-    for t in start + 1..=last {
-        let (epoch, pos) = ((t - 1) / per_epoch, ((t - 1) % per_epoch) as usize);
+    // A step after which the host must act: an evaluation, a checkpoint or an epoch's end.
+    let boundary = |t: u32| {
+        t == last
+            || t % per_epoch == 0
+            || (cfg.eval_every > 0 && t % cfg.eval_every == 0)
+            || (opts.checkpoint.is_some() && cfg.checkpoint_every > 0 && t % cfg.checkpoint_every == 0)
+    };
+    let mut first = start + 1;
+    while first <= last {
+        let (epoch, pos) = ((first - 1) / per_epoch, ((first - 1) % per_epoch) as usize);
         if pos == 0 || perm.is_none() {
             epoch_state = rng.state();
             let mut p = split.train.clone();
@@ -240,31 +266,45 @@ pub fn train(
                 (epoch_loss, epoch_correct, epoch_steps) = (0.0, 0.0, 0);
             }
         }
-        let idx = &perm.as_ref().expect("shuffled above")[pos * batch..(pos + 1) * batch];
-        let (x, y) = gather(data, idx);
+        // Steps first ..= end go to the device in one request; none of them but the last is
+        // a boundary, so they share the epoch's order.
+        let mut end = first;
+        while !boundary(end) && end - first + 1 < opts.per_request() {
+            end += 1;
+        }
+        let order = perm.as_ref().expect("shuffled above");
+        let batches: Vec<_> = (first..=end)
+            .map(|t| {
+                let pos = ((t - 1) % per_epoch) as usize;
+                gather(data, &order[pos * batch..(pos + 1) * batch])
+            })
+            .collect();
         let (c0, w0) = (dev.cycles(), Instant::now());
-        let out = dev.train(t, wafers, &x, &y)?;
+        let outs = dev.train_run(first, wafers, &batches)?;
         step_wall += w0.elapsed();
         if let (Some(a), Some(b)) = (c0, dev.cycles()) {
             step_cycles += b.saturating_sub(a);
         }
-        mesh_cycles += u64::from(out.mesh_cycles);
-        let point = StepPoint {
-            step: t,
-            epoch,
-            loss: (out.loss_sum() / batch as f64) as f32,
-            accuracy: (out.correct_count() / batch as f64) as f32,
-        };
-        epoch_loss += out.loss_sum() / batch as f64;
-        epoch_correct += out.correct_count() / batch as f64;
-        epoch_steps += 1;
-        curves.steps.push(point);
         let cycles = match (cycles0, dev.cycles()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
-        on(&Event::Step { point, out, cycles });
-        let epoch_end = pos + 1 == per_epoch as usize;
+        for (t, out) in (first..=end).zip(outs) {
+            mesh_cycles += u64::from(out.mesh_cycles);
+            let point = StepPoint {
+                step: t,
+                epoch,
+                loss: (out.loss_sum() / batch as f64) as f32,
+                accuracy: (out.correct_count() / batch as f64) as f32,
+            };
+            epoch_loss += out.loss_sum() / batch as f64;
+            epoch_correct += out.correct_count() / batch as f64;
+            epoch_steps += 1;
+            curves.steps.push(point);
+            on(&Event::Step { point, out, cycles });
+        }
+        let t = end;
+        let epoch_end = t % per_epoch == 0;
         next_state = if epoch_end { rng.state() } else { epoch_state };
 
         if epoch_end || t == last || (cfg.eval_every > 0 && t % cfg.eval_every == 0) {
@@ -300,6 +340,7 @@ pub fn train(
                 on(&Event::Checkpoint(path.clone(), t));
             }
         }
+        first = end + 1;
     }
     let trace = if opts.trace { Some(dev.trace_stop()?) } else { None };
     let arrays = read_arrays(dev, &r)?;

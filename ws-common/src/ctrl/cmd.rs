@@ -10,6 +10,7 @@ mod loader_info;
 mod log_echo;
 mod mesh;
 mod mesh_eval;
+mod mesh_run;
 mod mx_counters;
 mod mx_create;
 mod mx_info;
@@ -34,6 +35,7 @@ pub use loader_info::{LoaderInfo, LoaderState};
 pub use log_echo::LogEcho;
 pub use mesh::{MeshPlan, MeshSetup, MeshStep, MeshStepDone, MeshTrain, MESH_MAX_DIMS};
 pub use mesh_eval::MeshEval;
+pub use mesh_run::{MeshRunDone, MeshTrainRun, MAX_RUN_STEPS};
 pub use mx_counters::{MxCounterValues, MxCounters, MX_COUNTERS, MX_COUNTER_NAMES};
 pub use mx_create::{MxCreate, MxLayerInfo};
 pub use mx_info::{MxInfo, MxInfoData};
@@ -103,6 +105,8 @@ pub mod opcode {
     pub const MESH_TRAIN: u8 = 0x52;
     /// [`super::MeshEval`] (link v2; the wafers' forward pass with MemoryX's weights).
     pub const MESH_EVAL: u8 = 0x53;
+    /// [`super::MeshTrainRun`] (link v2; consecutive training steps in one request).
+    pub const MESH_TRAIN_RUN: u8 = 0x54;
     /// [`super::TraceCtl`] (link v2; the pipeline trace).
     pub const TRACE_CTL: u8 = 0x60;
     /// [`super::LoaderInfo`] (boot-ROM loader only).

@@ -12,9 +12,8 @@
 
 use ws_common::ctrl::cmd::{MeshStep, MeshStepDone};
 use ws_common::ctrl::Status;
-use ws_common::mesh::step_program;
 
-use super::{Counts, Expect, MeshPlane, Setup, RX_SAMPLES};
+use super::{Counts, Expect, Kind, MeshPlane, Programs, Setup, RX_SAMPLES};
 use crate::dataplane::{MemoryXPlane, RX_WEIGHTS, TX_WEIGHTS};
 use crate::hal::link::{LinkEngine, Window};
 use crate::hal::mesh::MeshHw;
@@ -58,8 +57,8 @@ impl MemoryXPlane {
         self.memoryx_mode()?;
         self.mesh.as_ref().ok_or(Status::NotPresent)?;
         let clean = self.known_state(eng);
-        let plane = self.mesh.take().ok_or(Status::NotPresent)?;
-        let r = self.mesh_step_on(&plane, q, clean, eng);
+        let mut plane = self.mesh.take().ok_or(Status::NotPresent)?;
+        let r = self.mesh_step_on(&mut plane, q, clean, eng);
         self.mesh = Some(plane);
         r
     }
@@ -67,7 +66,7 @@ impl MemoryXPlane {
     /// Runs the step on wafer 0 of `m` if the board reached its known state (`clean`).
     fn mesh_step_on(
         &mut self,
-        m: &MeshPlane,
+        m: &mut MeshPlane,
         q: &MeshStep,
         clean: Result<(), Status>,
         eng: &mut LinkEngine,
@@ -82,7 +81,7 @@ impl MemoryXPlane {
             self.drain(eng, RX_WEIGHTS, s.plan.weight_words);
             return Err(st);
         }
-        let r = self.run_step(hw, q, &s, eng);
+        let r = self.run_step(hw, q, &s, &mut m.programs, eng);
         self.mx.set_capture(None);
         hw.set_ctrl(false, false, false);
         r
@@ -93,6 +92,7 @@ impl MemoryXPlane {
         hw: &MeshHw,
         q: &MeshStep,
         s: &Setup,
+        progs: &mut Programs,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
         let ring = Self::rings(eng)[3];
@@ -103,8 +103,7 @@ impl MemoryXPlane {
             return Err(Status::DeviceFault);
         }
         hw.set_ctrl(true, false, false);
-        let program = |slots, samples, head| step_program(s.dims(), &s.map, slots, samples, head);
-        let len = self.place(hw, s, usize::from(q.samples), Some(&mut cap), eng, program)?;
+        let len = self.place(hw, s, usize::from(q.samples), Some(&mut cap), eng, progs, Kind::Step)?;
         hw.set_step(q.step, s.segs.as_slice());
         let hws = core::slice::from_ref(hw);
         let start = Counts::all(hws, s);

@@ -8,14 +8,15 @@
 //! ```
 //!
 //! `MeshTrain` also stages the backward passes' weights before anything is updated and has
-//! MemoryX apply step t as the reduced gradients arrive; `MeshEval` streams the forward pass
-//! only and updates nothing.
+//! MemoryX apply step t as the reduced gradients arrive; `MeshTrainRun` runs consecutive
+//! steps of the same kind in one request, the samples of the next steps arriving on channel 4
+//! while a step runs; `MeshEval` streams the forward pass only and updates nothing.
 
-use ws_common::ctrl::cmd::{MeshEval, MeshStepDone, MeshTrain};
+use ws_common::ctrl::cmd::{MeshEval, MeshRunDone, MeshStepDone, MeshTrain, MeshTrainRun};
 use ws_common::ctrl::Status;
-use ws_common::mesh::{eval_program, step_program, Segment, GSEG, METRICS_ID, METRICS_WORDS};
+use ws_common::mesh::{Segment, GSEG, METRICS_ID, METRICS_WORDS};
 
-use super::{Counts, Expect, MeshPlane, Setup, MAX_WAFERS, RX_SAMPLES};
+use super::{Counts, Expect, Kind, MeshPlane, Programs, Setup, MAX_WAFERS, RX_SAMPLES};
 use crate::dataplane::{fault, MemoryXPlane, TX_WEIGHTS};
 use crate::hal::link::LinkEngine;
 use crate::hal::mesh::MeshHw;
@@ -28,7 +29,7 @@ const STAGE_PIECE: u32 = 1024;
 /// A store-fed job's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Job {
-    /// Optimizer step t (`MeshTrain`).
+    /// Optimizer step t (`MeshTrain`, `MeshTrainRun`).
     Train(u32),
     /// The forward pass only (`MeshEval`).
     Eval,
@@ -48,7 +49,26 @@ impl MemoryXPlane {
         q: &MeshTrain,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
-        self.store_fed(Job::Train(q.t), usize::from(q.samples), usize::from(q.wafers), eng)
+        let run = self.store_fed(Job::Train(q.t), 1, usize::from(q.samples), usize::from(q.wafers), eng)?;
+        run.steps().first().copied().ok_or(Status::DeviceFault)
+    }
+
+    /// Steps t … t + S − 1 (see `ws_common::ctrl::cmd::MeshTrainRun`), each exactly a
+    /// `MeshTrain`, refused as one is (for the first step; the layers then stand at each next
+    /// step's t − 1). A step that fails ends the run; the samples of the steps after it are
+    /// consumed, so the streams stay in step.
+    pub(in crate::dataplane) fn mesh_train_run(
+        &mut self,
+        q: &MeshTrainRun,
+        eng: &mut LinkEngine,
+    ) -> Result<MeshRunDone, Status> {
+        self.store_fed(
+            Job::Train(q.t),
+            u32::from(q.steps),
+            usize::from(q.samples),
+            usize::from(q.wafers),
+            eng,
+        )
     }
 
     /// Held-out evaluation (see `ws_common::ctrl::cmd::MeshEval`): the forward pass with
@@ -58,65 +78,100 @@ impl MemoryXPlane {
         q: &MeshEval,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
-        self.store_fed(Job::Eval, usize::from(q.samples), usize::from(q.wafers), eng)
+        let run = self.store_fed(Job::Eval, 1, usize::from(q.samples), usize::from(q.wafers), eng)?;
+        run.steps().first().copied().ok_or(Status::DeviceFault)
     }
 
+    /// Runs `steps` steps of `job` on `n` samples each over `w` wafers.
     fn store_fed(
         &mut self,
         job: Job,
+        steps: u32,
         n: usize,
         w: usize,
         eng: &mut LinkEngine,
-    ) -> Result<MeshStepDone, Status> {
+    ) -> Result<MeshRunDone, Status> {
         self.memoryx_mode()?;
         self.mesh.as_ref().ok_or(Status::NotPresent)?;
         let clean = self.known_state(eng);
-        let plane = self.mesh.take().ok_or(Status::NotPresent)?;
-        let r = self.store_fed_on(&plane, job, n, w, clean, eng);
+        let mut plane = self.mesh.take().ok_or(Status::NotPresent)?;
+        let r = self.store_fed_on(&mut plane, job, steps, n, w, clean, eng);
         self.mesh = Some(plane);
         r
     }
 
     /// Runs the job on `m` if the board reached its known state (`clean`).
+    #[allow(clippy::too_many_arguments)]
     fn store_fed_on(
         &mut self,
-        m: &MeshPlane,
+        m: &mut MeshPlane,
         job: Job,
+        steps: u32,
         n: usize,
         w: usize,
         clean: Result<(), Status>,
         eng: &mut LinkEngine,
-    ) -> Result<MeshStepDone, Status> {
+    ) -> Result<MeshRunDone, Status> {
         let s = m.setup.ok_or(Status::BadStep)?;
-        let checked = clean.and_then(|()| self.check_job(m, &s, job, n, w, eng));
+        let step_words = (n as u32).saturating_mul(s.dims[0] as u32 + 1);
+        let checked = clean.and_then(|()| self.check_job(m, &s, job, steps, n, w, eng));
         let (layers, ports) = match checked {
             Ok(x) => x,
             Err(st) => {
-                self.drain(eng, RX_SAMPLES, n as u32 * (s.dims[0] as u32 + 1));
+                self.drain(eng, RX_SAMPLES, step_words.saturating_mul(steps));
                 return Err(st);
             }
         };
         let hws = &m.wafers[..w];
-        let r = self.run_job(hws, job, n, &s, &layers, ports, eng);
-        for hw in &m.wafers {
+        let first = self.trace.as_ref().map(|u| u.cycle());
+        let mut run = MeshRunDone::default();
+        let mut failed = None;
+        for i in 0..steps {
+            let job = match job {
+                Job::Train(t) => Job::Train(t + i),
+                other => other,
+            };
+            match self.run_job(hws, &mut m.programs, job, n, &s, &layers, ports, eng) {
+                Ok(d) if run.push(d) => {}
+                Ok(_) => failed = Some((i, Status::DeviceFault)),
+                Err(st) => failed = Some((i, st)),
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        for hw in m.wafers.iter() {
             hw.set_ctrl(false, false, false);
         }
         self.set_fed(u16::MAX);
-        r
+        if let Some((i, st)) = failed {
+            self.drain(eng, RX_SAMPLES, step_words.saturating_mul(steps - i - 1));
+            return Err(st);
+        }
+        if let (Some(a), Some(u)) = (first, self.trace.as_ref()) {
+            run.cycles = u.cycle().wrapping_sub(a);
+        }
+        Ok(run)
     }
 
-    /// The MemoryX layers of a job, and the SwarmX ports of its wafers.
+    /// The MemoryX layers of a job of `steps` steps, and the SwarmX ports of its wafers.
+    #[allow(clippy::too_many_arguments)]
     fn check_job(
         &self,
         m: &MeshPlane,
         s: &Setup,
         job: Job,
+        steps: u32,
         n: usize,
         w: usize,
         eng: &LinkEngine,
     ) -> Result<(Layers, u16), Status> {
         if w == 0 || w > m.wafers.len() || w > MAX_WAFERS {
             return Err(Status::BadArgument);
+        }
+        if let Job::Train(t) = job {
+            // Every step of the run names its optimizer step.
+            t.checked_add(steps).ok_or(Status::BadArgument)?;
         }
         if n == 0 || n as u32 > s.plan.capacity.saturating_mul(w as u32) {
             return Err(Status::BadArgument);
@@ -164,6 +219,7 @@ impl MemoryXPlane {
     fn run_job(
         &mut self,
         hws: &[MeshHw],
+        progs: &mut Programs,
         job: Job,
         n: usize,
         s: &Setup,
@@ -215,11 +271,8 @@ impl MemoryXPlane {
         let mut len = 0;
         for (w, hw) in hws.iter().enumerate() {
             hw.set_ctrl(false, true, true);
-            let program = |slots, samples, head| match job {
-                Job::Eval => eval_program(s.dims(), &s.map, slots, samples, head),
-                Job::Train(_) => step_program(s.dims(), &s.map, slots, samples, head),
-            };
-            len = self.place(hw, s, s.wafer_samples(n, w), None, eng, program)?;
+            let kind = if job == Job::Eval { Kind::Eval } else { Kind::Step };
+            len = self.place(hw, s, s.wafer_samples(n, w), None, eng, progs, kind)?;
             hw.set_ctrl(false, true, false);
         }
         // The egress table, in MemoryX's chunks so each chunk is one of the streamer's; the

@@ -9,7 +9,9 @@ use host_driver::link::Config;
 use host_driver::mesh::open_board;
 use host_driver::train::data::Dataset;
 use host_driver::train::report::{progress, summary_table, BoardFigures};
-use host_driver::train::{self, Backend, Checkpoint, Event, GoldenBoard, Options, TrainConfig};
+use host_driver::train::{
+    self, Backend, Checkpoint, Event, GoldenBoard, Options, TrainConfig, STEPS_PER_REQUEST,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::ctx::Ctx;
@@ -100,6 +102,12 @@ pub struct Args {
     /// `wsctl trace`), checked and summed up after the run.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Most training steps the board runs per request (MeshTrainRun, the next steps' samples
+    /// streaming while it runs; at most 32); 1 sends a request per step. The results do not
+    /// change.
+    #[arg(long, value_name = "N", default_value_t = STEPS_PER_REQUEST,
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    steps_per_request: u32,
 }
 
 impl Args {
@@ -180,7 +188,12 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
     let t0 = Instant::now();
     let (mut first, mut done) = (1u32, 0u32);
     let what = dev.describe();
-    let opts = Options { checkpoint: Some(checkpoint.clone()), resume, trace: a.trace.is_some() };
+    let opts = Options {
+        checkpoint: Some(checkpoint.clone()),
+        resume,
+        trace: a.trace.is_some(),
+        steps_per_request: a.steps_per_request,
+    };
     let summary = train::train(dev.as_mut(), &cfg, &data, &opts, &mut |e| match e {
         Event::Started { run, limits, first: f, last, per_epoch, batch } => {
             if let Some(b) = &mut fig {
