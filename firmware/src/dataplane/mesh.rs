@@ -25,6 +25,7 @@ use crate::hal::link::LinkEngine;
 use crate::hal::mesh::{group, MeshHw};
 use crate::hal::mx::{Op, Ring};
 
+mod consts;
 mod programs;
 mod step;
 mod train;
@@ -248,12 +249,15 @@ impl MemoryXPlane {
         for pos in 0..pes {
             let samples = geo.samples_at(pos, n).len();
             let key = Key { kind, slots: samples.max(1), samples, head: pos == 0 };
+            let held = progs.holds(usize::from(hw.params().wafer), pos, key);
             let prog = progs.get(key, || match kind {
                 Kind::Step => step_program(s.dims(), &s.map, key.slots, samples, key.head),
                 Kind::Eval => eval_program(s.dims(), &s.map, key.slots, samples, key.head),
             });
             len = prog.as_slice().len();
-            hw.load_program(snake_router(cols, pos) as u8, prog.as_slice());
+            if !held {
+                hw.load_program(snake_router(cols, pos) as u8, prog.as_slice());
+            }
         }
         if hw.take_refused().is_some() {
             return Err(Status::DeviceFault);

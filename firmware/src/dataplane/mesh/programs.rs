@@ -4,7 +4,9 @@
 //! 350 (measured on the simulated board, docs/mesh-array.md "Runs of steps"). A wafer's PEs
 //! need at most two distinct programs (the head PE's and the others'), and every step of a run
 //! needs the same ones, so the programs are kept here, keyed by what they depend on, and
-//! dropped when the setup changes.
+//! dropped when the setup changes. Within one job (the steps of a `MeshTrainRun`) a PE that
+//! already holds its program is not loaded again; every job starts by forgetting what the
+//! PEs hold, so it loads every program once.
 
 use heapless::Vec;
 use ws_common::mesh::Program;
@@ -34,10 +36,15 @@ pub(super) struct Key {
 /// short last batch of each.
 const KEPT: usize = 8;
 
+/// PEs per wafer whose loaded program is remembered; the others are loaded every step.
+const TRACKED_PES: usize = 16;
+
 /// The programs generated for the current setup.
 #[derive(Debug, Default)]
 pub(super) struct Programs {
     kept: Vec<(Key, Program), KEPT>,
+    /// The program each PE of each wafer was given in this job.
+    loaded: [[Option<Key>; TRACKED_PES]; super::MAX_WAFERS],
 }
 
 impl Programs {
@@ -61,6 +68,25 @@ impl Programs {
     /// Forgets every program (a new setup).
     pub(super) fn clear(&mut self) {
         self.kept.clear();
+        self.forget_loaded();
+    }
+
+    /// Whether PE `pe` of wafer `wafer` holds `key`'s program from earlier in this job; if
+    /// not, it is taken as loaded from now on.
+    pub(super) fn holds(&mut self, wafer: usize, pe: usize, key: Key) -> bool {
+        match self.loaded.get_mut(wafer).and_then(|w| w.get_mut(pe)) {
+            Some(slot) if *slot == Some(key) => true,
+            Some(slot) => {
+                *slot = Some(key);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// A new job: every PE is loaded again.
+    pub(super) fn forget_loaded(&mut self) {
+        self.loaded = [[None; TRACKED_PES]; super::MAX_WAFERS];
     }
 }
 
@@ -105,5 +131,19 @@ mod tests {
             make(3, false)
         });
         assert!(after_clear, "a new setup generates its programs afresh");
+    }
+
+    #[test]
+    fn a_pe_is_loaded_once_per_job() {
+        let mut p = Programs::default();
+        assert!(!p.holds(1, 3, key(4, false)), "the first step loads it");
+        assert!(p.holds(1, 3, key(4, false)), "the next step of the job does not");
+        assert!(!p.holds(0, 3, key(4, false)), "another wafer's PE is another PE");
+        assert!(!p.holds(1, 3, key(3, false)), "another program is loaded");
+        assert!(!p.holds(1, 3, key(4, false)));
+        assert!(!p.holds(1, TRACKED_PES, key(4, false)), "an untracked PE is always loaded");
+        assert!(!p.holds(1, TRACKED_PES, key(4, false)));
+        p.forget_loaded();
+        assert!(!p.holds(1, 3, key(4, false)), "a new job loads every PE");
     }
 }

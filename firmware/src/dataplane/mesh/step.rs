@@ -72,6 +72,7 @@ impl MemoryXPlane {
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
         let s = m.setup.ok_or(Status::BadStep)?;
+        m.programs.forget_loaded();
         let hw = m.wafers.first().ok_or(Status::NotPresent)?;
         let n = usize::from(q.samples);
         let refused = if n == 0 || n as u32 > s.plan.capacity { Err(Status::BadArgument) } else { clean };

@@ -16,6 +16,7 @@ use ws_common::ctrl::cmd::{MeshEval, MeshRunDone, MeshStepDone, MeshTrain, MeshT
 use ws_common::ctrl::Status;
 use ws_common::mesh::{Segment, GSEG, METRICS_ID, METRICS_WORDS};
 
+use super::consts::StepSlots;
 use super::{Counts, Expect, Kind, MeshPlane, Programs, Setup, MAX_WAFERS, RX_SAMPLES};
 use crate::dataplane::{fault, MemoryXPlane, TX_WEIGHTS};
 use crate::hal::link::LinkEngine;
@@ -36,7 +37,7 @@ enum Job {
 }
 
 /// The MemoryX layers of a job, checked.
-type Layers = [Option<MxLayer>; GSEG];
+type Layers = heapless::Vec<MxLayer, GSEG>;
 
 impl MemoryXPlane {
     /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
@@ -113,6 +114,7 @@ impl MemoryXPlane {
         eng: &mut LinkEngine,
     ) -> Result<MeshRunDone, Status> {
         let s = m.setup.ok_or(Status::BadStep)?;
+        m.programs.forget_loaded();
         let step_words = (n as u32).saturating_mul(s.dims[0] as u32 + 1);
         let checked = clean.and_then(|()| self.check_job(m, &s, job, steps, n, w, eng));
         let (layers, ports) = match checked {
@@ -123,6 +125,7 @@ impl MemoryXPlane {
             }
         };
         let hws = &m.wafers[..w];
+        let mut slots = StepSlots::new(&layers, self.slots).ok_or(Status::BadArgument)?;
         let first = self.trace.as_ref().map(|u| u.cycle());
         let mut run = MeshRunDone::default();
         let mut failed = None;
@@ -131,7 +134,8 @@ impl MemoryXPlane {
                 Job::Train(t) => Job::Train(t + i),
                 other => other,
             };
-            match self.run_job(hws, &mut m.programs, job, n, &s, &layers, ports, eng) {
+            let more = i + 1 < steps;
+            match self.run_job(hws, &mut m.programs, &mut slots, more, job, n, &s, &layers, ports, eng) {
                 Ok(d) if run.push(d) => {}
                 Ok(_) => failed = Some((i, Status::DeviceFault)),
                 Err(st) => failed = Some((i, st)),
@@ -195,8 +199,8 @@ impl MemoryXPlane {
         if nl as u32 > self.slots {
             return Err(Status::BadArgument);
         }
-        let mut layers = [None; GSEG];
-        for (l, slot) in layers.iter_mut().enumerate().take(nl) {
+        let mut layers = Layers::new();
+        for l in 0..nl {
             let ml = match job {
                 Job::Train(t) => *self.table.check_step(l as u16, t)?,
                 Job::Eval => *self.table.layer(l as u16)?,
@@ -204,7 +208,7 @@ impl MemoryXPlane {
             if ml.len != s.layer_words(l) {
                 return Err(Status::BadArgument);
             }
-            *slot = Some(ml);
+            layers.push(ml).map_err(|_| Status::BadArgument)?;
         }
         // The backward passes' weights are staged whole, beside one forward piece.
         let ring_words = Self::rings(eng)[3].len / 4;
@@ -220,6 +224,8 @@ impl MemoryXPlane {
         &mut self,
         hws: &[MeshHw],
         progs: &mut Programs,
+        slots: &mut StepSlots,
+        more: bool,
         job: Job,
         n: usize,
         s: &Setup,
@@ -228,7 +234,7 @@ impl MemoryXPlane {
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
         let nl = s.layers();
-        let layer = |l: usize| layers[l].ok_or(Status::DeviceFault);
+        let layer = |l: usize| layers.get(l).copied().ok_or(Status::DeviceFault);
         let t = match job {
             Job::Train(t) => t,
             Job::Eval => 0,
@@ -293,12 +299,8 @@ impl MemoryXPlane {
         // Every layer's step t, so its gradients are taken as they come.
         let errs = self.mx.err_count();
         if job != Job::Eval {
-            for l in 0..nl {
-                let ml = layer(l)?;
-                let slot = l as u32 % self.slots;
-                self.mx.write_slot(slot as usize, &ml.consts(t));
-                self.mx.set_step(l, t, slot);
-            }
+            slots.write(&mut self.mx, layers, t);
+            slots.name(&mut self.mx, t);
         }
         let start = Counts::all(hws, s);
         for hw in hws {
@@ -336,6 +338,10 @@ impl MemoryXPlane {
             }
         }
 
+        // While the wafers finish: the next step's constants, into the idle slots.
+        if job != Job::Eval && more {
+            slots.prefetch(&mut self.mx, layers, t);
+        }
         self.wait_pes(hws, s, eng, None)?;
         let expect = match job {
             Job::Eval => Expect { weights: s.forward_words(), grads: 0 },
