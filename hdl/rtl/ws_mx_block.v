@@ -25,7 +25,9 @@
 // the wafer on its SwarmX port (wafer w on port SWARM_PORTS - 1 - w): op 4's weight flits go
 // down the node's broadcast and reach every such wafer through its port, and their gradients
 // go up the ports, through the node's reduction, into the streamer (docs/mesh-array.md "On
-// SwarmX").
+// SwarmX"). With WOUT_CTRL.reads the broadcast takes the streamer's STREAM chunks instead,
+// straight from the store, while its updated weights go to the sink (docs/mesh-array.md
+// "Weights from the store").
 //
 // The trace unit (ws_trace, register slot 18; docs/trace.md) watches the block's streams: the
 // mover's feed, SwarmX's upstream input and output, every downstream port both ways, the
@@ -149,7 +151,7 @@ module ws_mx_block #(
     wire        grad_valid, grad_ready, grad_keep, grad_last;
     wire [31:0] grad_data;
     wire [63:0] grad_user;
-    wire        wout_valid, wout_ready, wout_keep, wout_last;
+    wire        wout_valid, wout_ready, wout_keep, wout_last, wout_read;
     wire [31:0] wout_data;
     wire [63:0] wout_user;
     // The data mover's gradient feed and weight-out sink.
@@ -160,7 +162,7 @@ module ws_mx_block #(
     wire        sink_valid, sink_ready, sink_last;
     wire [31:0] sink_data;
     wire [63:0] sink_user;
-    wire        wout_swarm;
+    wire        wout_swarm, wout_reads;
     // The data mover's feed as it leaves the mover (feed_* is its MemoryX part), and the
     // capture sink's MemoryX source (sink_* is what the mover takes).
     wire        dma_feed_valid, dma_feed_ready, dma_feed_keep, dma_feed_last, dma_feed_swarm;
@@ -227,6 +229,7 @@ module ws_mx_block #(
         .m_wout_keep(wout_keep),
         .m_wout_last(wout_last),
         .m_wout_user(wout_user),
+        .m_wout_read(wout_read),
         .m_trace_valid(trace_valid),
         .m_trace_ready(trace_ready),
         .m_trace_data(trace_data),
@@ -329,7 +332,8 @@ module ws_mx_block #(
         .s_wout_keep(1'b1),
         .s_wout_last(sink_last),
         .s_wout_user(sink_user),
-        .wout_swarm(wout_swarm)
+        .wout_swarm(wout_swarm),
+        .wout_reads(wout_reads)
     );
 
     generate
@@ -442,7 +446,8 @@ module ws_mx_block #(
             assign sw_fire = {(N_PROBES-3){1'b0}};
             assign sw_last = {(N_PROBES-3){1'b0}};
             assign sw_user = {(N_PROBES-3)*64{1'b0}};
-            wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, mesh_swarm,
+            wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, wout_reads,
+                                   wout_read, mesh_swarm,
                                    op4_valid, held, bc_ready, up_valid_w, up_data_w, up_last_w, up_user_w};
         end else begin : g_swarm
             localparam N = SWARM_PORTS;
@@ -457,8 +462,18 @@ module ws_mx_block #(
             wire [N-1:0] dn_in_last;
             wire [N*64-1:0] dn_in_user;
             // The streamer's weight-out goes down the broadcast (WOUT_CTRL.swarm) unless a
-            // mesh is on SwarmX: then the broadcast carries the mover's op 4 flits.
+            // mesh is on SwarmX: then the broadcast carries the mover's op 4 flits, or with
+            // WOUT_CTRL.reads the streamer's STREAM chunks (m_wout_read) while its updated
+            // weights go to the sink.
             wire wout_bcast = wout_swarm && !mesh_swarm;
+            wire reads = mesh_swarm && wout_reads;
+            wire wout_down = reads && wout_read;     // this weight-out beat goes down
+            // The broadcast's input.
+            wire        bci_valid = mesh_swarm ? (reads ? wout_valid && wout_read : op4_valid)
+                                               : wout_bcast && wout_valid;
+            wire [31:0] bci_data = (mesh_swarm && !reads) ? dma_feed_data : wout_data;
+            wire        bci_last = (mesh_swarm && !reads) ? dma_feed_last : wout_last;
+            wire [63:0] bci_user = (mesh_swarm && !reads) ? dma_feed_user : wout_user;
 
             // The feed: straight to the streamer's arbiter, or to one downstream port; a port
             // is its wafer's while the wafer is on SwarmX.
@@ -513,24 +528,22 @@ module ws_mx_block #(
                 end
             end
 
-            // Weight-out: to the sink, or down the broadcast with port 0 to the sink.
-            assign mxs_valid = wout_bcast ? dn_out_valid[0] : wout_valid;
+            // Weight-out: to the sink, or down the broadcast with port 0 to the sink, or
+            // (WOUT_CTRL.reads) a STREAM chunk's beats down and an update's to the sink.
+            assign mxs_valid = wout_bcast ? dn_out_valid[0] : wout_valid && !wout_down;
             assign mxs_data = wout_bcast ? dn_out_data[0 +: 32] : wout_data;
             assign mxs_last = wout_bcast ? dn_out_last[0] : wout_last;
             assign mxs_user = wout_bcast ? dn_out_user[0 +: 64] : wout_user;
             wire bcast_ready;
-            assign wout_ready = wout_bcast ? bcast_ready : mxs_ready;
-            assign op4_bcast_ready = mesh_swarm && bcast_ready;
+            assign wout_ready = (wout_bcast || wout_down) ? bcast_ready : mxs_ready;
+            assign op4_bcast_ready = mesh_swarm && !reads && bcast_ready;
 
             // The trace unit's view of the node: broadcast in, reduced out, then every port
             // out (down) and in (up).
-            wire sw_up_in_valid = mesh_swarm ? op4_valid : wout_bcast && wout_valid;
             assign sw_fire = {dn_in_valid & dn_in_ready, dn_out_valid & dn_out_ready,
-                              up_valid && up_ready, sw_up_in_valid && bcast_ready};
-            assign sw_last = {dn_in_last, dn_out_last, up_last,
-                              mesh_swarm ? dma_feed_last : wout_last};
-            assign sw_user = {dn_in_user, dn_out_user, up_user,
-                              mesh_swarm ? dma_feed_user : wout_user};
+                              up_valid && up_ready, bci_valid && bcast_ready};
+            assign sw_last = {dn_in_last, dn_out_last, up_last, bci_last};
+            assign sw_user = {dn_in_user, dn_out_user, up_user, bci_user};
 
             ws_swarm_block #(
                 .N_PORTS(N)
@@ -543,11 +556,11 @@ module ws_mx_block #(
                 .reg_wdata(reg_wdata),
                 .reg_be(reg_be),
                 .reg_rdata(swarm_reg_rdata),
-                .s_up_valid(mesh_swarm ? op4_valid : wout_bcast && wout_valid),
+                .s_up_valid(bci_valid),
                 .s_up_ready(bcast_ready),
-                .s_up_data(mesh_swarm ? dma_feed_data : wout_data),
-                .s_up_last(mesh_swarm ? dma_feed_last : wout_last),
-                .s_up_user(mesh_swarm ? dma_feed_user : wout_user),
+                .s_up_data(bci_data),
+                .s_up_last(bci_last),
+                .s_up_user(bci_user),
                 .m_up_valid(up_valid),
                 .m_up_ready(up_ready),
                 .m_up_data(up_data),

@@ -118,7 +118,8 @@ module ws_mx_dma #(
     input  wire                         s_wout_last,
     input  wire [63:0]                  s_wout_user,
     // WOUT_CTRL.swarm: the owner routes the streamer's weight-out through SwarmX's broadcast.
-    output wire                         wout_swarm
+    output wire                         wout_swarm,
+    output wire                         wout_reads
 );
 
     localparam BEAT_WORDS = DATA_WIDTH / 32;
@@ -217,6 +218,7 @@ module ws_mx_dma #(
         .refused_count_i(refused_reg),
         .wout_ctrl_capture(wout_capture),
         .wout_ctrl_swarm(wout_swarm),
+        .wout_ctrl_reads(wout_reads),
         .wout_ctrl_we(wout_ctrl_we),
         .wout_base_addr(wout_base),
         .wout_base_we(unused_we[7]),

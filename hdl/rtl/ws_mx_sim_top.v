@@ -41,6 +41,7 @@ module ws_mx_sim_top #(
     output wire [LANES-1:0]            m_wout_keep,
     output wire                        m_wout_last,
     output wire [63:0]                 m_wout_user,
+    output wire                        m_wout_read,
 
     output wire                        m_trace_valid,
     input  wire                        m_trace_ready,
@@ -97,6 +98,7 @@ module ws_mx_sim_top #(
         .m_wout_keep(m_wout_keep),
         .m_wout_last(m_wout_last),
         .m_wout_user(m_wout_user),
+        .m_wout_read(m_wout_read),
         .m_trace_valid(m_trace_valid),
         .m_trace_ready(m_trace_ready),
         .m_trace_data(m_trace_data),

@@ -85,6 +85,7 @@ module ws_mx_streamer #(
     output wire [LANES-1:0]         m_wout_keep,
     output wire                     m_wout_last,
     output wire [63:0]              m_wout_user,
+    output wire                     m_wout_read,     // the beat is a STREAM chunk's (else an update's)
 
     // Trace records out (docs/memoryx-store.md "Trace records").
     output wire                     m_trace_valid,
@@ -815,6 +816,8 @@ module ws_mx_streamer #(
         .m_desc(wout_desc)
     );
     wire wout_fire = m_wout_valid && m_wout_ready;
+    // The beat's descriptor holds until its chunk retires, which is after its last beat left.
+    assign m_wout_read = !d_upd[wout_desc];
 
     // Write packers: LANES words per result beat into store beats, with strobes.
     reg  [DATA_WIDTH-1:0] pk_data_reg [0:3];

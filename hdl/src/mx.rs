@@ -563,6 +563,7 @@ struct Ports {
     w_keep: Port,
     w_last: Port,
     w_user: Port,
+    w_read: Port,
     t_valid: Port,
     t_ready: Port,
     t_data: Port,
@@ -594,11 +595,15 @@ pub struct Mx<'a> {
     trace_stalled: Option<TraceRec>,
     expect: HashMap<(u16, u16, u16), VecDeque<Vec<Beat>>>,
     current: Option<(Vec<Beat>, usize)>,
+    /// `m_wout_read` of the chunk in progress (a STREAM chunk's, else an update's).
+    current_read: bool,
     junk: StdRng,
     /// Trace records received, in order.
     pub trace: Vec<TraceRec>,
     /// Weight-out chunks received and checked.
     pub chunks_out: u64,
+    /// Of those, the chunks `m_wout_read` marked as a STREAM's (constant over each chunk).
+    pub chunks_read: u64,
     /// Weight-out beats received.
     pub beats_out: u64,
     /// Gradient beats accepted.
@@ -641,6 +646,7 @@ impl<'a> Mx<'a> {
             w_keep: dut.port("m_wout_keep"),
             w_last: dut.port("m_wout_last"),
             w_user: dut.port("m_wout_user"),
+            w_read: dut.port("m_wout_read"),
             t_valid: dut.port("m_trace_valid"),
             t_ready: dut.port("m_trace_ready"),
             t_data: dut.port("m_trace_data"),
@@ -668,9 +674,11 @@ impl<'a> Mx<'a> {
             trace_stalled: None,
             expect: HashMap::new(),
             current: None,
+            current_read: false,
             junk: crate::dut::rng(seed, 0x6705),
             trace: Vec::new(),
             chunks_out: 0,
+            chunks_read: 0,
             beats_out: 0,
             beats_in: 0,
             dut,
@@ -748,9 +756,10 @@ impl<'a> Mx<'a> {
             assert!(w_valid, "m_wout: valid dropped at cycle {cycle} before {prev:x?} was taken");
             assert_eq!(w_beat.as_ref(), Some(&prev), "m_wout: beat changed at cycle {cycle} while stalled");
         }
+        let w_read = d.get_bool(pt.w_read);
         if let Some(beat) = w_beat {
             if w_ready {
-                self.take_wout(beat, cycle);
+                self.take_wout(beat, w_read, cycle);
             } else {
                 self.wout_stalled = Some(beat);
             }
@@ -769,9 +778,13 @@ impl<'a> Mx<'a> {
         self.dut.tick();
     }
 
-    fn take_wout(&mut self, beat: Beat, cycle: u64) {
+    fn take_wout(&mut self, beat: Beat, read: bool, cycle: u64) {
         self.beats_out += 1;
+        if self.current.is_some() {
+            assert_eq!(read, self.current_read, "m_wout_read changed inside a chunk at cycle {cycle}");
+        }
         if self.current.is_none() {
+            self.current_read = read;
             let h = Header::unpack(beat.user)
                 .unwrap_or_else(|e| panic!("m_wout: bad header {:#018x} at cycle {cycle}: {e:?}", beat.user));
             assert_eq!(h.kind, FlitKind::Weight, "m_wout: flit of kind {:?} at cycle {cycle}", h.kind);
@@ -794,6 +807,7 @@ impl<'a> Mx<'a> {
         if *pos == chunk.len() {
             self.current = None;
             self.chunks_out += 1;
+            self.chunks_read += u64::from(read);
         }
     }
 

@@ -161,6 +161,9 @@ fn updates(lanes: u32, seed: u64) {
         assert_eq!(mx.counter(cnt::PARAMS_UPDATED), params * u32::from(steps));
         assert_eq!(mx.counter(cnt::CHUNKS_STREAMED), chunks * u32::from(steps));
         assert_eq!(mx.counter(cnt::PARAMS_STREAMED), params * u32::from(steps));
+        // m_wout_read marks exactly the STREAM chunks, and is constant over each chunk.
+        assert_eq!(mx.chunks_read, u64::from(chunks * u32::from(steps)), "chunks marked as reads");
+        assert_eq!(mx.chunks_out, 2 * mx.chunks_read, "chunks out: every update's and every read's");
         for c in [cnt::DROPPED_CHUNKS, cnt::DROPPED_FLITS, cnt::FRAMING_ERRORS, cnt::BUS_ERRORS] {
             assert_eq!(mx.counter(c), 0, "counter {c}");
         }

@@ -12,7 +12,7 @@ use crate::golden::mesh::{Layer, StreamLayout};
 /// Layers a step can have: the egress table holds [`GSEG`] segments, one of them the metrics.
 pub const MAX_STEP_LAYERS: usize = GSEG - 1;
 /// Instructions in the longest step program ([`step_program`]): L FWD, LOSS, the metrics GRAD,
-/// then GRAD per layer and DX + MASK above layer 0.
+/// then per layer from the last DX (above layer 0), GRAD, MASK (above layer 0).
 pub const MAX_STEP_PROGRAM: usize = 4 * MAX_STEP_LAYERS;
 /// Segments the array's egress table holds (`GSEG` of `ws_mesh`).
 pub const GSEG: usize = 8;
@@ -229,9 +229,9 @@ impl Program {
 }
 
 /// One PE's program for a step: FWD every layer (ReLU but the last), LOSS, the metrics
-/// reduction (GRAD with K = 0, M = 2 over the pairs), then from the last layer down: GRAD
-/// (the layer's dW/db along the snake) and, above layer 0, DX and MASK (dz of the layer below
-/// in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
+/// reduction (GRAD with K = 0, M = 2 over the pairs), then from the last layer down: above
+/// layer 0 DX (the layer's weights in, dx into the scratch), GRAD (the layer's dW/db along the
+/// snake), and above layer 0 MASK (dz of the layer below in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
 /// junk slot, which must still take every weight word), `samples` is what the reductions add.
 pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Program {
     let mut prog = Program { instrs: [Instr::Raw([0; 3]); MAX_STEP_PROGRAM], len: 0 };
@@ -248,12 +248,18 @@ pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize,
     let c = dim(layers);
     prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs });
     prog.push(Instr::Grad { head, b: n, k: 0, m: METRICS_WORDS, x: 0, dz: map.pairs });
+    // Each layer takes its weights (DX) before it sends its gradients (GRAD), so a weight
+    // store that updates a layer as its gradients arrive has already streamed that layer's
+    // old weights (docs/mesh-array.md "Weights from the store"); MASK overwrites the layer's
+    // input activations, which GRAD reads, so it comes last.
     for l in (0..layers).rev() {
         let (k, m) = (dim(l), dim(l + 1));
         let x = if l == 0 { map.x } else { map.out[l - 1] };
-        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] });
         if l > 0 {
             prog.push(Instr::Dx { b, k, m, src: map.out[l], dst: map.scratch });
+        }
+        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] });
+        if l > 0 {
             prog.push(Instr::Mask { src: map.scratch, dst: map.out[l - 1], count: b * k });
         }
     }

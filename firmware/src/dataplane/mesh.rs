@@ -26,6 +26,7 @@ use crate::hal::mesh::{group, MeshHw};
 use crate::hal::mx::{Op, Ring};
 
 mod consts;
+mod feed;
 mod programs;
 mod step;
 mod train;

@@ -8,6 +8,9 @@ use ws_common::regmap::{mx, mxdma};
 
 use crate::pac;
 
+/// The streamer's counter of STREAM chunks retired (docs/memoryx-store.md "Counters").
+const CHUNKS_STREAMED: usize = 2;
+
 /// Data-mover operations (`mxdma` CMD).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -242,6 +245,54 @@ impl MemoryX {
         if mxdma::wout_ctrl::SWARM.get(c) != u32::from(on) {
             self.dma.wout_ctrl().write(mxdma::wout_ctrl::SWARM.set(c, u32::from(on)));
         }
+    }
+
+    /// With a mesh on SwarmX, SwarmX's broadcast takes the streamer's STREAM chunks instead
+    /// of the data mover's op 4 flits, and the updated weights go to the sink
+    /// (WOUT_CTRL.reads, keeping the other settings). Only while no weight flit is in flight.
+    pub fn set_wout_reads(&mut self, on: bool) {
+        let c = self.dma.wout_ctrl().read();
+        if mxdma::wout_ctrl::READS.get(c) != u32::from(on) {
+            self.dma.wout_ctrl().write(mxdma::wout_ctrl::READS.set(c, u32::from(on)));
+        }
+    }
+
+    /// Whether the data mover has WOUT_CTRL.reads (version 1.1 on).
+    pub fn has_reads(&self) -> bool {
+        // The ID word: block id, major, minor (a byte each below the id).
+        let id = self.dma.id().read();
+        let (major, minor) = ((id >> 8) & 0xff, id & 0xff);
+        major > 1 || (major == 1 && minor >= 1)
+    }
+
+    /// STREAMs layer `i`'s weights from the store onto the weight-out stream, once the
+    /// command before has completed; the command completes when every chunk has a
+    /// descriptor (docs/memoryx-store.md "Layer commands").
+    pub fn stream(&mut self, i: usize, budget: u32) -> Result<(), MxError> {
+        self.wait_cmd(budget)?;
+        self.mx.cmd().write(mx::cmd::OP.val(3) | mx::cmd::LAYER.val(i as u32));
+        Ok(())
+    }
+
+    /// STREAM chunks the streamer has retired since reset (CHUNKS_STREAMED).
+    pub fn streamed(&self) -> u32 {
+        self.counter(CHUNKS_STREAMED)
+    }
+
+    /// Waits until the streamer has retired `chunks` STREAM chunks in all (its CHUNKS_STREAMED
+    /// counter; a chunk retires once its last weight flit has left); an error it counts
+    /// meanwhile (beyond `errs_before`) ends the wait.
+    pub fn wait_streamed(&self, chunks: u32, errs_before: u32, budget: u32) -> Result<(), MxError> {
+        for _ in 0..budget.max(1) {
+            if self.counter(CHUNKS_STREAMED).wrapping_sub(chunks) as i32 >= 0 {
+                return Ok(());
+            }
+            if self.err_count() != errs_before {
+                let (code, layer) = self.last_err();
+                return Err(MxError::Streamer(code, layer));
+            }
+        }
+        Err(MxError::Timeout)
     }
 
     /// Runs one data-mover operation of `words` words and waits for it. `store` is the store

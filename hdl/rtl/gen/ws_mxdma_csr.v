@@ -4,7 +4,7 @@
 // ws_mxdma_csr: register file of the `mxdma` block (slot 17, base 0x20011000).
 // MemoryX data mover (docs/memoryx-soc.md): moves words between a ring in the link engine's DMA RAM and the MemoryX weight store (AXI4), feeds gradient chunks from a ring into the streamer, and sinks the streamer's weight-out flits (discarded and counted, or captured into a ring). Every ring and store address is checked before an operation starts; a refused operation moves nothing.
 // Register port: one-cycle read latency, as every slave on the SoC bus (docs/soc.md).
-// Offset 0x000 is the ID word 0x4d440100: id 0x4d44, version 1.0.
+// Offset 0x000 is the ID word 0x4d440101: id 0x4d44, version 1.1.
 
 `default_nettype none
 
@@ -50,6 +50,7 @@ module ws_mxdma_csr (
     input  wire [31:0] refused_count_i,
     output wire        wout_ctrl_capture,
     output wire        wout_ctrl_swarm,
+    output wire        wout_ctrl_reads,
     output wire        wout_ctrl_we,
     output wire [31:0] wout_base_addr,
     output wire        wout_base_we,
@@ -69,7 +70,7 @@ module ws_mxdma_csr (
     output wire        wout_start_we
 );
 
-    localparam [31:0] ID_WORD = 32'h4d440100;
+    localparam [31:0] ID_WORD = 32'h4d440101;
 
     wire        wr = reg_req && reg_we;
     wire        rd = reg_req && !reg_we;
@@ -190,6 +191,12 @@ module ws_mxdma_csr (
         else if (wr && sel_wout_ctrl) wout_ctrl_swarm_reg <= (wout_ctrl_swarm_reg & ~wmask[1]) | wbits[1];
     end
     assign wout_ctrl_swarm = wout_ctrl_swarm_reg;
+    reg         wout_ctrl_reads_reg;
+    always @(posedge clk) begin
+        if (rst) wout_ctrl_reads_reg <= 1'h0;
+        else if (wr && sel_wout_ctrl) wout_ctrl_reads_reg <= (wout_ctrl_reads_reg & ~wmask[2]) | wbits[2];
+    end
+    assign wout_ctrl_reads = wout_ctrl_reads_reg;
 
     // WOUT_BASE @ 0x044: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on, with WOUT_LEN and WOUT_START (a bad ring leaves capture off and counts in REFUSED).
     wire sel_wout_base = reg_addr[11:2] == 10'd17;
@@ -307,6 +314,7 @@ module ws_mxdma_csr (
             10'd16: begin
                 rdata_next[0] = wout_ctrl_capture;
                 rdata_next[1] = wout_ctrl_swarm;
+                rdata_next[2] = wout_ctrl_reads;
             end
             10'd17: begin
                 rdata_next[31:0] = wout_base_addr;

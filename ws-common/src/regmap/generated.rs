@@ -3313,9 +3313,9 @@ pub mod mxdma {
     /// Major version.
     pub const VERSION_MAJOR: u8 = 1;
     /// Minor version.
-    pub const VERSION_MINOR: u8 = 0;
+    pub const VERSION_MINOR: u8 = 1;
     /// The ID word read at offset 0.
-    pub const ID_WORD: u32 = 0x4d440100;
+    pub const ID_WORD: u32 = 0x4d440101;
     /// Offset of the ID word.
     pub const ID_OFFSET: u32 = 0x0;
     /// Offset of PARAMS: Build parameters.
@@ -3463,6 +3463,8 @@ pub mod mxdma {
         pub const CAPTURE: Field = Field { shift: 0, width: 1 };
         /// Weight-out goes down SwarmX's broadcast (every active port gets each flit) and the sink takes port 0's copy; 0: straight from the streamer. Change it only while no weight flit is in flight (between steps). (rw, bits 1:1).
         pub const SWARM: Field = Field { shift: 1, width: 1 };
+        /// With a wafer mesh on SwarmX (its CTRL.swarm): the broadcast takes the streamer's STREAM chunks straight from the store instead of the data mover's op 4 flits, which wait; updated weights still go to the sink. Change it only while no weight flit is in flight. (Since version 1.1.) (rw, bits 2:2).
+        pub const READS: Field = Field { shift: 2, width: 1 };
     }
     /// Fields of WOUT_BASE.
     pub mod wout_base {
@@ -4657,7 +4659,7 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1, in_soc: true },
     BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
     BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
-    BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 1, in_soc: true },
     BlockDesc { name: "trace", slot: 18, id: 0x5452, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 0, in_soc: true },

@@ -18,18 +18,17 @@ use ws_common::mesh::{Segment, GSEG, METRICS_ID, METRICS_WORDS};
 
 use super::consts::StepSlots;
 use super::{Counts, Expect, Kind, MeshPlane, Programs, Setup, MAX_WAFERS, RX_SAMPLES};
-use crate::dataplane::{fault, MemoryXPlane, TX_WEIGHTS};
+use crate::dataplane::{fault, MemoryXPlane};
 use crate::hal::link::LinkEngine;
 use crate::hal::mesh::MeshHw;
-use crate::hal::mx::{Op, Ring};
 use crate::mx::Layer as MxLayer;
 
 /// Words per staged piece of a job's weights: whole store beats, one op 4 chunk.
-const STAGE_PIECE: u32 = 1024;
+pub(super) const STAGE_PIECE: u32 = 1024;
 
 /// A store-fed job's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Job {
+pub(super) enum Job {
     /// Optimizer step t (`MeshTrain`, `MeshTrainRun`).
     Train(u32),
     /// The forward pass only (`MeshEval`).
@@ -37,7 +36,7 @@ enum Job {
 }
 
 /// The MemoryX layers of a job, checked.
-type Layers = heapless::Vec<MxLayer, GSEG>;
+pub(super) type Layers = heapless::Vec<MxLayer, GSEG>;
 
 impl MemoryXPlane {
     /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
@@ -147,6 +146,7 @@ impl MemoryXPlane {
         for hw in m.wafers.iter() {
             hw.set_ctrl(false, false, false);
         }
+        self.mx.set_wout_reads(false);
         self.set_fed(u16::MAX);
         if let Some((i, st)) = failed {
             self.drain(eng, RX_SAMPLES, step_words.saturating_mul(steps - i - 1));
@@ -210,10 +210,11 @@ impl MemoryXPlane {
             }
             layers.push(ml).map_err(|_| Status::BadArgument)?;
         }
-        // The backward passes' weights are staged whole, beside one forward piece.
+        // Without WOUT_CTRL.reads the backward passes' weights are staged whole, beside one
+        // forward piece.
         let ring_words = Self::rings(eng)[3].len / 4;
         let back: u32 = if job == Job::Eval { 0 } else { (1..nl).map(|l| s.layer_words(l)).sum() };
-        if back + STAGE_PIECE > ring_words {
+        if !self.mx.has_reads() && back + STAGE_PIECE > ring_words {
             return Err(Status::BadArgument);
         }
         Ok((layers, ports))
@@ -249,29 +250,10 @@ impl MemoryXPlane {
             hw.set_ctrl(false, true, false);
         }
 
-        // The staging ring: TX0's ring, all of it free once the host has everything it was
-        // sent (the link sends only up to TX0's ready position, which staging never moves).
-        let ring = Self::rings(eng)[3];
-        if !(0..self.budget.max(1)).any(|_| eng.tx_ready(TX_WEIGHTS) == eng.tx_acked(TX_WEIGHTS)) {
-            return Err(Status::Timeout);
-        }
-        let at = eng.tx_ready(TX_WEIGHTS) & (ring.len - 1);
-        let stage =
-            |words: u32| Ring { base: ring.base, len: ring.len, off: (at + 4 * words) & (ring.len - 1) };
-
-        // Before anything is updated: the backward passes' weights (layers L−1 … 1) into the
-        // staging ring, since MemoryX updates a layer while the wafers still walk back
-        // through it.
-        let mut back = [0u32; GSEG];
-        let mut staged = 0u32;
-        if job != Job::Eval {
-            for l in (1..nl).rev() {
-                back[l] = staged;
-                let words = s.layer_words(l);
-                self.copy_to_ring(layer(l)?.info.bases[0], words, |done| stage(staged + done))?;
-                staged += words;
-            }
-        }
+        // Without WOUT_CTRL.reads (a version 1.0 data mover) the weights go through a
+        // staging ring, and the backward passes' are staged before anything is updated.
+        let reads = self.mx.has_reads();
+        let staged = if reads { None } else { Some(self.stage(job, s, layers, eng)?) };
 
         // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …) and programs.
         let mut len = 0;
@@ -307,35 +289,9 @@ impl MemoryXPlane {
             hw.start(len);
         }
 
-        // Forward: each layer from the store, a piece at a time through the staging ring.
-        let fwd = stage(staged);
-        for l in 0..nl {
-            let (base, words) = (layer(l)?.info.bases[0], s.layer_words(l));
-            let mut done = 0;
-            while done < words {
-                let piece = (words - done).min(STAGE_PIECE);
-                self.mx
-                    .mover(Op::StoreToRing, fwd, base + 4 * done, piece, (0, 0, 0, 0), self.budget)
-                    .map_err(fault)?;
-                let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
-                self.mx.mover(Op::RingToMesh, fwd, 0, piece, hdr, self.budget).map_err(fault)?;
-                done += piece;
-            }
-        }
-        // Backward: the staged copies.
-        if job != Job::Eval {
-            for l in (1..nl).rev() {
-                let words = s.layer_words(l);
-                let mut done = 0;
-                while done < words {
-                    let piece = (words - done).min(STAGE_PIECE);
-                    let hdr = (l as u32, u32::from(step), STAGE_PIECE, done / STAGE_PIECE);
-                    self.mx
-                        .mover(Op::RingToMesh, stage(back[l] + done), 0, piece, hdr, self.budget)
-                        .map_err(fault)?;
-                    done += piece;
-                }
-            }
+        match &staged {
+            None => self.feed_streamed(job, layers, errs)?,
+            Some(st) => self.feed_staged(st, job, s, layers, step)?,
         }
 
         // While the wafers finish: the next step's constants, into the idle slots.
@@ -357,18 +313,5 @@ impl MemoryXPlane {
             }
         };
         self.step_done(hws, s, step, &start, expect)
-    }
-
-    /// Copies `words` store words from `addr` into the ring `at(done)` names for each piece.
-    fn copy_to_ring(&mut self, addr: u32, words: u32, at: impl Fn(u32) -> Ring) -> Result<(), Status> {
-        let mut done = 0;
-        while done < words {
-            let piece = (words - done).min(STAGE_PIECE);
-            self.mx
-                .mover(Op::StoreToRing, at(done), addr + 4 * done, piece, (0, 0, 0, 0), self.budget)
-                .map_err(fault)?;
-            done += piece;
-        }
-        Ok(())
     }
 }
