@@ -329,6 +329,16 @@ impl MemoryX {
         d.cmd().write(op as u32);
     }
 
+    /// Starts operation `op` again on the ring, store address and headers of the operation
+    /// before, from ring offset `off`, for `words` words (fewer register writes, for a run of
+    /// operations on one ring).
+    pub fn restart_mover(&mut self, op: Op, off: u32, words: u32) {
+        let d = &self.dma;
+        d.ring_off().write(off);
+        d.words().write(words);
+        d.cmd().write(op as u32);
+    }
+
     /// How the operation last started ended, or `None` while it runs.
     pub fn mover_done(&self) -> Option<Result<(), MxError>> {
         let st = self.dma.status().read();
