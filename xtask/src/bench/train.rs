@@ -4,6 +4,8 @@
 //!   scikit-learn's `MLPClassifier` with the same hidden widths, epochs, batch, learning rate
 //!   and train/test split, trained in the same run (goal: within 1 point of it, and ≥ 96 %);
 //! - simulated cycles per training step ÷ the ideal (MACs ÷ (wafers × PEs)) at W = 1 and 2;
+//! - simulated cycles per step with the steps in runs (`MeshTrainRun`, the default) ÷ the same
+//!   steps sent one request each, measured in the same bench run;
 //! - wall seconds per training step, and simulated cycles per wall second while training.
 
 use std::path::Path;
@@ -27,7 +29,7 @@ const EPOCHS: u32 = 20;
 const STEPS_W1: u32 = 20;
 
 /// One run of `cfg` on a fresh simulated board.
-fn on_board(ctx: &Ctx, cfg: &TrainConfig, what: &str) -> Result<(Summary, usize)> {
+fn on_board(ctx: &Ctx, cfg: &TrainConfig, opts: &Options, what: &str) -> Result<(Summary, usize)> {
     std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
     let sim = SimProcess::start(&SimOptions { quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) })?;
     let clock = host_driver::board_time::BoardClock::follow(sim.ctrl_addr()).ok();
@@ -40,7 +42,7 @@ fn on_board(ctx: &Ctx, cfg: &TrainConfig, what: &str) -> Result<(Summary, usize)
     let mut dev = train::Board::new(mesh, "sim");
     let pb = spinner(what);
     let mut pes = 0;
-    let s = train::train(&mut dev, cfg, &Dataset::digits(), &Options::default(), &mut |e| match e {
+    let s = train::train(&mut dev, cfg, &Dataset::digits(), opts, &mut |e| match e {
         train::Event::Started { limits, .. } => pes = limits.pes,
         train::Event::Step { point, .. } => pb.set_message(format!("{what}: step {}", point.step)),
         _ => {}
@@ -102,7 +104,7 @@ pub(super) fn train_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
         "training: the digits on the simulated board, {EPOCHS} epochs at W = 2, beside scikit-learn"
     ));
     let cfg = TrainConfig { epochs: EPOCHS, ..TrainConfig::default() };
-    let (s2, pes) = on_board(ctx, &cfg, &format!("W = 2, {EPOCHS} epochs"))?;
+    let (s2, pes) = on_board(ctx, &cfg, &Options::default(), &format!("W = 2, {EPOCHS} epochs"))?;
     let ours = f64::from(s2.test.map_or(0.0, |p| p.test_accuracy));
     let theirs = sklearn(ctx, &cfg, s2.batch, &dir)?;
     let hidden = format!("{:?}", cfg.hidden);
@@ -118,7 +120,24 @@ pub(super) fn train_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     ));
     cycle_rows(&s2, pes, rows);
     let w1 = TrainConfig { wafers: 1, steps: Some(STEPS_W1), ..TrainConfig::default() };
-    let (s1, pes) = on_board(ctx, &w1, &format!("W = 1, {STEPS_W1} steps"))?;
+    let (s1, pes) = on_board(ctx, &w1, &Options::default(), &format!("W = 1, {STEPS_W1} steps"))?;
     cycle_rows(&s1, pes, rows);
+
+    // The same steps in runs of 16 and one request each, on fresh boards.
+    let short = TrainConfig { steps: Some(STEPS_W1), ..TrainConfig::default() };
+    let per_step = |s: &Summary| s.step_cycles.unwrap_or(0) as f64 / f64::from(s.ran());
+    let (runs, _) = on_board(ctx, &short, &Options::default(), &format!("W = 2, {STEPS_W1} steps in runs"))?;
+    let one = Options { steps_per_request: 1, ..Options::default() };
+    let (single, _) = on_board(ctx, &short, &one, &format!("W = 2, {STEPS_W1} steps, a request each"))?;
+    rows.push(row(
+        "train digits W=2: simulated cycles per step, a request per step",
+        per_step(&single),
+        "cycles",
+    ));
+    rows.push(ratio(
+        row("train digits W=2: simulated cycles per step, runs of 16 steps", per_step(&runs), "cycles"),
+        per_step(&runs) / per_step(&single),
+        "a request per step, measured here (goal < 1)",
+    ));
     Ok(())
 }
