@@ -12,6 +12,12 @@ use super::{wafer_stream, BoardMesh, Shape, STALL};
 use crate::error::{MeshError, ProtocolError};
 use crate::Result;
 
+/// A store-fed job refused as `NotPresent`: the board lacks a part the job streams through.
+const NO_STREAM: &str = "has no wafer mesh on SwarmX or a data mover older than version 1.1 (no \
+                         WOUT_CTRL.reads, so its weights cannot stream from the store): `wsctl info` \
+                         lists the blocks and their versions; load the bitstream that goes with this \
+                         firmware";
+
 impl BoardMesh {
     /// Runs training step `t` with MemoryX in the loop (`MeshTrain`): the board takes the
     /// weights of MemoryX layers 0 … L−1 (created with the setup's layer shapes, at step
@@ -64,11 +70,13 @@ impl BoardMesh {
                 board: self.name.clone(),
                 what: format!(
                     "refused train step {t}: each MemoryX layer l must hold exactly the mesh layer's \
-                     (d_l + 1)·d_(l+1) parameters, SwarmX's last port (the mesh's) must be in its mask, \
-                     and the backward weights must fit the staging ring"
+                     (d_l + 1)·d_(l+1) parameters, and SwarmX's ports of the wafers must be in its mask"
                 ),
             }
             .into(),
+            Some(Status::NotPresent) => {
+                MeshError::Board { board: self.name.clone(), what: NO_STREAM.into() }.into()
+            }
             Some(st) => MeshError::Board {
                 board: self.name.clone(),
                 what: format!(
@@ -121,11 +129,14 @@ impl BoardMesh {
                 board: self.name.clone(),
                 what: format!(
                     "refused train steps {t}..={last}: each MemoryX layer l must hold exactly the mesh \
-                     layer's (d_l + 1)·d_(l+1) parameters, SwarmX's ports of the wafers must be in its \
-                     mask, and the backward weights must fit the staging ring"
+                     layer's (d_l + 1)·d_(l+1) parameters, and SwarmX's ports of the wafers must be in its \
+                     mask"
                 ),
             }
             .into(),
+            Some(Status::NotPresent) => {
+                MeshError::Board { board: self.name.clone(), what: NO_STREAM.into() }.into()
+            }
             Some(st) => MeshError::Board {
                 board: self.name.clone(),
                 what: format!(

@@ -1,16 +1,17 @@
-//! `MeshTrain` and `MeshEval` (docs/mesh-array.md "On SwarmX", "Several wafers"): jobs whose
-//! weights come from MemoryX's store, down SwarmX's broadcast to wafers 0 … W−1, each wafer
-//! on its SwarmX port with its own part of the samples.
+//! `MeshTrain`, `MeshTrainRun` and `MeshEval` (docs/mesh-array.md "On SwarmX", "Several
+//! wafers", "Weights from the store", "Runs of steps"): jobs whose weights come from
+//! MemoryX's store, down SwarmX's broadcast to wafers 0 … W−1, each wafer on its SwarmX port
+//! with its own part of the samples.
 //!
 //! ```text
-//!  MemoryX store ──op 2──► staging (TX0 ring) ──op 4──► SwarmX broadcast ──port of w──► wafer w
+//!  MemoryX store ──STREAM──► streamer weight-out ──► SwarmX broadcast ──port of w──► wafer w
 //!  MemoryX lanes ◄── streamer gradient input ◄── SwarmX reduce (the wafers' ports) ◄── wafers
 //! ```
 //!
-//! `MeshTrain` also stages the backward passes' weights before anything is updated and has
-//! MemoryX apply step t as the reduced gradients arrive; `MeshTrainRun` runs consecutive
-//! steps of the same kind in one request, the samples of the next steps arriving on channel 4
-//! while a step runs; `MeshEval` streams the forward pass only and updates nothing.
+//! `MeshTrain` has MemoryX apply step t as the reduced gradients arrive (`feed.rs` orders
+//! the weight streams); `MeshTrainRun` runs consecutive steps of the same kind in one
+//! request, the samples of the next steps arriving on channel 4 while a step runs;
+//! `MeshEval` streams the forward pass only and updates nothing.
 
 use ws_common::ctrl::cmd::{MeshEval, MeshRunDone, MeshStepDone, MeshTrain, MeshTrainRun};
 use ws_common::ctrl::Status;
@@ -23,8 +24,6 @@ use crate::hal::link::LinkEngine;
 use crate::hal::mesh::MeshHw;
 use crate::mx::Layer as MxLayer;
 
-/// Words per staged piece of a job's weights: whole store beats, one op 4 chunk.
-pub(super) const STAGE_PIECE: u32 = 1024;
 
 /// A store-fed job's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +41,8 @@ impl MemoryXPlane {
     /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
     /// Refused before anything moves (the samples the host sent are consumed): no SwarmX, a
     /// wafer's port masked, more wafers than the board has, a MemoryX layer missing or of the
-    /// wrong size or not at step t − 1, more layers than constant slots, backward weights that
-    /// do not fit the staging ring.
+    /// wrong size or not at step t − 1, more layers than constant slots, a data mover without
+    /// WOUT_CTRL.reads.
     pub(in crate::dataplane) fn mesh_train(
         &mut self,
         q: &MeshTrain,
@@ -115,7 +114,7 @@ impl MemoryXPlane {
         let s = m.setup.ok_or(Status::BadStep)?;
         m.programs.forget_loaded();
         let step_words = (n as u32).saturating_mul(s.dims[0] as u32 + 1);
-        let checked = clean.and_then(|()| self.check_job(m, &s, job, steps, n, w, eng));
+        let checked = clean.and_then(|()| self.check_job(m, &s, job, steps, n, w));
         let (layers, ports) = match checked {
             Ok(x) => x,
             Err(st) => {
@@ -168,7 +167,6 @@ impl MemoryXPlane {
         steps: u32,
         n: usize,
         w: usize,
-        eng: &LinkEngine,
     ) -> Result<(Layers, u16), Status> {
         if w == 0 || w > m.wafers.len() || w > MAX_WAFERS {
             return Err(Status::BadArgument);
@@ -210,12 +208,9 @@ impl MemoryXPlane {
             }
             layers.push(ml).map_err(|_| Status::BadArgument)?;
         }
-        // Without WOUT_CTRL.reads the backward passes' weights are staged whole, beside one
-        // forward piece.
-        let ring_words = Self::rings(eng)[3].len / 4;
-        let back: u32 = if job == Job::Eval { 0 } else { (1..nl).map(|l| s.layer_words(l)).sum() };
-        if !self.mx.has_reads() && back + STAGE_PIECE > ring_words {
-            return Err(Status::BadArgument);
+        // The weights stream from the store down the broadcast (WOUT_CTRL.reads).
+        if !self.mx.has_reads() {
+            return Err(Status::NotPresent);
         }
         Ok((layers, ports))
     }
@@ -249,11 +244,6 @@ impl MemoryXPlane {
         for hw in hws {
             hw.set_ctrl(false, true, false);
         }
-
-        // Without WOUT_CTRL.reads (a version 1.0 data mover) the weights go through a
-        // staging ring, and the backward passes' are staged before anything is updated.
-        let reads = self.mx.has_reads();
-        let staged = if reads { None } else { Some(self.stage(job, s, layers, eng)?) };
 
         // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …) and programs.
         let mut len = 0;
@@ -289,10 +279,7 @@ impl MemoryXPlane {
             hw.start(len);
         }
 
-        match &staged {
-            None => self.feed_streamed(job, layers, errs)?,
-            Some(st) => self.feed_staged(st, job, s, layers, step)?,
-        }
+        self.feed_streamed(job, layers, errs)?;
 
         // While the wafers finish: the next step's constants, into the idle slots.
         if job != Job::Eval && more {
