@@ -24,7 +24,6 @@ use crate::hal::link::LinkEngine;
 use crate::hal::mesh::MeshHw;
 use crate::mx::Layer as MxLayer;
 
-
 /// A store-fed job's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Job {
