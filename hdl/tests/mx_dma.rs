@@ -255,7 +255,7 @@ fn random_words(rng: &mut StdRng, n: usize) -> Vec<u32> {
 fn words_go_between_rings_and_the_store_unchanged() {
     let mut tb = Tb::new(0x3a11, Pattern::Mixed);
     let mut rng = StdRng::seed_from_u64(0x3a12);
-    assert_eq!(tb.read(Slot::Dma, 0), 0x4d44_0100, "mxdma ID word");
+    assert_eq!(tb.read(Slot::Dma, 0), ws_common::regmap::mxdma::ID_WORD, "mxdma ID word (0x4d44_0101)");
     let params = tb.read(Slot::Dma, mxdma::PARAMS);
     assert_eq!(mxdma::params::BEAT_WORDS.get(params), BEAT_WORDS);
     assert_eq!(mxdma::params::STORE_LOG2.get(params), 20);
