@@ -40,7 +40,8 @@ pub enum Event<'a> {
         point: StepPoint,
         /// The device's answer.
         out: StepOut,
-        /// Board cycles so far in the run (`None` on the golden model).
+        /// Board cycles so far in the run, at the end of the request the step was in (`None`
+        /// on the golden model).
         cycles: Option<u64>,
     },
     /// An evaluation on the test split is done.
