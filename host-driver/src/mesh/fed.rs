@@ -9,7 +9,7 @@ use ws_common::ctrl::Status;
 use ws_common::link::Channel;
 
 use super::{wafer_stream, BoardMesh, Shape, STALL};
-use crate::error::{MeshError, ProtocolError};
+use crate::error::{Error, MeshError, ProtocolError};
 use crate::Result;
 
 /// A store-fed job refused as `NotPresent`: the board lacks a part the job streams through.
@@ -59,35 +59,10 @@ impl BoardMesh {
         let (s, samples) = self.fed_samples(wafers, x, labels, "the first step", "take")?;
         let q = MeshTrain { t, samples: labels.len() as u16, wafers };
         let done = self.request_fed(&q, &samples);
-        let layers = s.dims.len() - 1;
-        done.map_err(|e| match e.refusal() {
-            Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
-                "the board refused train step {t}: run `setup` first, create MemoryX layers 0..{layers} \
-                 (one per mesh layer) and train them in order from step 1"
-            ))
-            .into(),
-            Some(Status::BadArgument) => MeshError::Board {
-                board: self.name.clone(),
-                what: format!(
-                    "refused train step {t}: each MemoryX layer l must hold exactly the mesh layer's \
-                     (d_l + 1)·d_(l+1) parameters, and SwarmX's ports of the wafers must be in its mask"
-                ),
-            }
-            .into(),
-            Some(Status::NotPresent) => {
-                MeshError::Board { board: self.name.clone(), what: NO_STREAM.into() }.into()
-            }
-            Some(st) => MeshError::Board {
-                board: self.name.clone(),
-                what: format!(
-                    "failed train step {t} ({st:?}): `wsctl logs` says why; its layers may hold a \
-                     half-applied update, so start the run again (the next job starts from a known state \
-                     and replaces them); `wsctl mesh train --checkpoint FILE` keeps the last whole step"
-                ),
-            }
-            .into(),
-            None => e,
-        })
+        let then = "its layers may hold a half-applied update, so start the run again (the next job starts \
+                    from a known state and replaces them); `wsctl mesh train --checkpoint FILE` keeps the \
+                    last whole step";
+        done.map_err(|e| self.train_error(e, &format!("train step {t}"), s.dims.len() - 1, then))
     }
 }
 
@@ -119,35 +94,10 @@ impl BoardMesh {
         let steps = batches.len() as u16;
         let last = t.saturating_add(u32::from(steps) - 1);
         let q = MeshTrainRun { t, steps, samples: n as u16, wafers };
-        let run = self.request_fed(&q, &samples).map_err(|e| match e.refusal() {
-            Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
-                "the board refused train steps {t}..={last}: run `setup` first, create MemoryX layers \
-                 0..{layers} (one per mesh layer) and train them in order from step 1"
-            ))
-            .into(),
-            Some(Status::BadArgument) => MeshError::Board {
-                board: self.name.clone(),
-                what: format!(
-                    "refused train steps {t}..={last}: each MemoryX layer l must hold exactly the mesh \
-                     layer's (d_l + 1)·d_(l+1) parameters, and SwarmX's ports of the wafers must be in its \
-                     mask"
-                ),
-            }
-            .into(),
-            Some(Status::NotPresent) => {
-                MeshError::Board { board: self.name.clone(), what: NO_STREAM.into() }.into()
-            }
-            Some(st) => MeshError::Board {
-                board: self.name.clone(),
-                what: format!(
-                    "failed in train steps {t}..={last} ({st:?}): `wsctl logs` says why; the layers may \
-                     hold a half-applied update, so resume from the last checkpoint (the next job starts \
-                     from a known state and replaces them)"
-                ),
-            }
-            .into(),
-            None => e,
-        })?;
+        let then = "the layers may hold a half-applied update, so resume from the last checkpoint (the \
+                    next job starts from a known state and replaces them)";
+        let what = format!("train steps {t}..={last}");
+        let run = self.request_fed(&q, &samples).map_err(|e| self.train_error(e, &what, layers, then))?;
         if run.steps().len() != batches.len() {
             return Err(MeshError::Board {
                 board: self.name.clone(),
@@ -187,6 +137,27 @@ impl BoardMesh {
         }
         let samples = wafer_stream(&s, x, labels);
         Ok((s, samples))
+    }
+
+    /// What a store-fed training request's refusal or failure `e` tells the user: `what` names
+    /// the steps ("train step 3"), `layers` the mesh layers, `then` what to do after a step
+    /// failed part way.
+    fn train_error(&self, e: Error, what: &str, layers: usize, then: &str) -> Error {
+        let board = |what: String| MeshError::Board { board: self.name.clone(), what }.into();
+        match e.refusal() {
+            Some(Status::BadStep) | Some(Status::NoLayer) => MeshError::Usage(format!(
+                "the board refused {what}: run `setup` first, create MemoryX layers 0..{layers} \
+                 (one per mesh layer) and train them in order from step 1"
+            ))
+            .into(),
+            Some(Status::BadArgument) => board(format!(
+                "refused {what}: each MemoryX layer l must hold exactly the mesh layer's (d_l + 1)·d_(l+1) \
+                 parameters, and SwarmX's ports of the wafers must be in its mask"
+            )),
+            Some(Status::NotPresent) => board(NO_STREAM.into()),
+            Some(st) => board(format!("failed {what} ({st:?}): `wsctl logs` says why; {then}")),
+            None => e,
+        }
     }
 
     /// Sends a store-fed request while its samples stream on channel 4.
