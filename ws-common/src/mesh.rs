@@ -39,6 +39,15 @@ pub const REG_NSEG: u16 = 0x0001;
 /// Top register: segment n word w (0 layer id and metrics flag, 1 words per chunk, 2 words of
 /// the layer) at `REG_SEG + 4n + w`.
 pub const REG_SEG: u16 = 0x0100;
+/// Top register: the layer tag of program instruction n at `REG_TAG + n` (n < 16), bits
+/// 11:0, which the wafer's phase records carry (docs/trace.md "FMA phases"). Reset:
+/// [`TAG_NONE`].
+pub const REG_TAG: u16 = 0x0200;
+/// The instructions a wafer keeps layer tags for.
+pub const TAG_SLOTS: usize = 16;
+/// The tag of an instruction that belongs to no layer (the metrics reduction), and of one
+/// nobody tagged.
+pub const TAG_NONE: u16 = 0xfff;
 
 /// Router port north (`ws_mesh_router` numbering).
 pub const PORT_N: usize = 0;
@@ -211,13 +220,15 @@ impl StepMap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Program {
     instrs: [Instr; MAX_STEP_PROGRAM],
+    tags: [u16; MAX_STEP_PROGRAM],
     len: usize,
 }
 
 impl Program {
-    fn push(&mut self, i: Instr) {
-        if let Some(slot) = self.instrs.get_mut(self.len) {
+    fn push(&mut self, i: Instr, tag: u16) {
+        if let (Some(slot), Some(t)) = (self.instrs.get_mut(self.len), self.tags.get_mut(self.len)) {
             *slot = i;
+            *t = tag;
             self.len += 1;
         }
     }
@@ -225,6 +236,13 @@ impl Program {
     /// The instructions.
     pub fn as_slice(&self) -> &[Instr] {
         &self.instrs[..self.len]
+    }
+
+    /// Each instruction's layer tag ([`REG_TAG`]): the layer it computes, [`TAG_NONE`] for
+    /// the metrics reduction. The wafer's phase records carry it, so a trace names layers
+    /// without knowing the program.
+    pub fn tags(&self) -> &[u16] {
+        &self.tags[..self.len]
     }
 }
 
@@ -234,7 +252,7 @@ impl Program {
 /// snake), and above layer 0 MASK (dz of the layer below in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
 /// junk slot, which must still take every weight word), `samples` is what the reductions add.
 pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Program {
-    let mut prog = Program { instrs: [Instr::Raw([0; 3]); MAX_STEP_PROGRAM], len: 0 };
+    let mut prog = Program { instrs: [Instr::Raw([0; 3]); MAX_STEP_PROGRAM], tags: [TAG_NONE; MAX_STEP_PROGRAM], len: 0 };
     let layers = dims.len().saturating_sub(1).min(MAX_STEP_LAYERS);
     if layers == 0 {
         return prog;
@@ -243,11 +261,11 @@ pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize,
     let dim = |l: usize| dims[l] as u32;
     for l in 0..layers {
         let src = if l == 0 { map.x } else { map.out[l - 1] };
-        prog.push(Instr::Fwd { relu: l + 1 < layers, b, k: dim(l), m: dim(l + 1), src, dst: map.out[l] });
+        prog.push(Instr::Fwd { relu: l + 1 < layers, b, k: dim(l), m: dim(l + 1), src, dst: map.out[l] }, l as u16);
     }
     let c = dim(layers);
-    prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs });
-    prog.push(Instr::Grad { head, b: n, k: 0, m: METRICS_WORDS, x: 0, dz: map.pairs });
+    prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs }, layers as u16 - 1);
+    prog.push(Instr::Grad { head, b: n, k: 0, m: METRICS_WORDS, x: 0, dz: map.pairs }, TAG_NONE);
     // Each layer takes its weights (DX) before it sends its gradients (GRAD), so a weight
     // store that updates a layer as its gradients arrive has already streamed that layer's
     // old weights (docs/mesh-array.md "Weights from the store"); MASK overwrites the layer's
@@ -256,11 +274,11 @@ pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize,
         let (k, m) = (dim(l), dim(l + 1));
         let x = if l == 0 { map.x } else { map.out[l - 1] };
         if l > 0 {
-            prog.push(Instr::Dx { b, k, m, src: map.out[l], dst: map.scratch });
+            prog.push(Instr::Dx { b, k, m, src: map.out[l], dst: map.scratch }, l as u16);
         }
-        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] });
+        prog.push(Instr::Grad { head, b: n, k, m, x, dz: map.out[l] }, l as u16);
         if l > 0 {
-            prog.push(Instr::Mask { src: map.scratch, dst: map.out[l - 1], count: b * k });
+            prog.push(Instr::Mask { src: map.scratch, dst: map.out[l - 1], count: b * k }, l as u16 - 1);
         }
     }
     prog
@@ -584,6 +602,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn step_program_tags_name_each_instruction_s_layer() {
+        let dims = [64, 32, 16, 10];
+        let prog = step_program(&dims, &StepMap::new(&dims, 4), 4, 4, true);
+        let mut ops = [(0u32, 0u16); 12];
+        assert_eq!(prog.as_slice().len(), ops.len());
+        for (o, (i, t)) in ops.iter_mut().zip(prog.as_slice().iter().zip(prog.tags())) {
+            *o = (i.words()[0] & 0xf, *t);
+        }
+        #[rustfmt::skip]
+        assert_eq!(ops, [
+            (1, 0), (1, 1), (1, 2), (6, 2), (5, TAG_NONE),
+            (3, 2), (5, 2), (4, 1), (3, 1), (5, 1), (4, 0), (5, 0),
+        ]);
+        let eval = eval_program(&dims, &StepMap::new(&dims, 4), 4, 4, true);
+        assert_eq!(eval.tags(), &prog.tags()[..5]);
     }
 
     #[test]

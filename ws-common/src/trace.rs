@@ -25,7 +25,14 @@
 //! - `seq`: the record's number since the unit was enabled, counting records that were lost
 //!   to a full buffer too, so a gap in `seq` is exactly the records lost there.
 //! - `aux`: [`RecordKind::Update`]: the low 32 bits of the cycle its last store write was
-//!   acknowledged (commit); otherwise 0.
+//!   acknowledged (commit); [`RecordKind::Phase`]: the FMAs the wafer's PEs issued in the
+//!   phase (saturating); otherwise 0.
+//!
+//! A [`RecordKind::Phase`] record (source [`Source::Wafer`]) is one program instruction of
+//! one wafer: `begin` its first FMA issue on any PE, `end` its last, `flits` the PEs that
+//! issued one, word 4's flit kind field the PE opcode ([`PhaseOp`]), its layer field the
+//! instruction's layer tag (`crate::mesh::REG_TAG`), its step the wafer's STEP, and word 5 the
+//! instruction's index (`chunk`).
 
 /// Bytes of a record.
 pub const RECORD_BYTES: usize = 32;
@@ -47,6 +54,48 @@ pub enum RecordKind {
     /// MemoryX's streamer read a chunk for a STREAM (forward) pass: descriptor allocated
     /// (`begin`) to its last word read (`end`).
     Read = 3,
+    /// One program instruction of a wafer: its first FMA issue on any PE (`begin`) to its
+    /// last (`end`), `aux` the FMAs issued.
+    Phase = 4,
+}
+
+/// The PE opcode of a [`RecordKind::Phase`] record (`ws_mesh_pe`'s op field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PhaseOp {
+    /// FWD: the forward pass of a layer.
+    Fwd,
+    /// DX: the input gradient of a layer.
+    Dx,
+    /// GRAD: a layer's weight gradient (or the metrics reduction, tag `TAG_NONE`).
+    Grad,
+    /// LOSS: softmax cross-entropy of the last layer.
+    Loss,
+    /// Any other opcode (no FMAs: never recorded by a well-formed wafer).
+    Other(u8),
+}
+
+impl PhaseOp {
+    /// The opcode's phase.
+    pub fn from_op(op: u8) -> Self {
+        match op {
+            1 => Self::Fwd,
+            3 => Self::Dx,
+            5 => Self::Grad,
+            6 => Self::Loss,
+            o => Self::Other(o),
+        }
+    }
+
+    /// A short name: `fwd`, `dx`, `grad`, `loss`, `op N`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fwd => "fwd",
+            Self::Dx => "dx",
+            Self::Grad => "grad",
+            Self::Loss => "loss",
+            Self::Other(_) => "op",
+        }
+    }
 }
 
 impl RecordKind {
@@ -56,6 +105,7 @@ impl RecordKind {
             1 => Some(Self::Chunk),
             2 => Some(Self::Update),
             3 => Some(Self::Read),
+            4 => Some(Self::Phase),
             _ => None,
         }
     }
@@ -80,6 +130,8 @@ pub enum Source {
     SwarmDownOut(u8),
     /// Gradient flits into SwarmX's downstream port p: out of the wafer behind it.
     SwarmUpIn(u8),
+    /// Wafer w's FMA phases ([`RecordKind::Phase`]).
+    Wafer(u8),
 }
 
 /// The first id of [`Source::SwarmDownOut`].
@@ -88,6 +140,10 @@ pub const SWARM_DOWN_OUT_BASE: u8 = 0x10;
 pub const SWARM_UP_IN_BASE: u8 = 0x20;
 /// SwarmX ports the id space holds.
 pub const MAX_PORTS: u8 = 16;
+/// The first id of [`Source::Wafer`].
+pub const WAFER_BASE: u8 = 0x30;
+/// Wafers the id space holds.
+pub const MAX_WAFERS: u8 = 16;
 
 impl Source {
     /// The source id in a record.
@@ -101,6 +157,7 @@ impl Source {
             Self::MxStreamer => 0x06,
             Self::SwarmDownOut(p) => SWARM_DOWN_OUT_BASE + p,
             Self::SwarmUpIn(p) => SWARM_UP_IN_BASE + p,
+            Self::Wafer(w) => WAFER_BASE + w,
         }
     }
 
@@ -119,6 +176,7 @@ impl Source {
             p if (SWARM_UP_IN_BASE..SWARM_UP_IN_BASE + MAX_PORTS).contains(&p) => {
                 Self::SwarmUpIn(p - SWARM_UP_IN_BASE)
             }
+            w if (WAFER_BASE..WAFER_BASE + MAX_WAFERS).contains(&w) => Self::Wafer(w - WAFER_BASE),
             _ => return None,
         })
     }
@@ -295,6 +353,18 @@ mod tests {
         }
         assert_eq!(Source::from_id(0x13), Some(Source::SwarmDownOut(3)));
         assert_eq!(Source::from_id(0x01), None);
+        assert_eq!(Source::from_id(0x31), Some(Source::Wafer(1)));
+        assert_eq!(Source::from_id(0x40), None);
+    }
+
+    #[test]
+    fn phase_ops_name_the_pe_opcodes() {
+        assert_eq!(PhaseOp::from_op(1), PhaseOp::Fwd);
+        assert_eq!(PhaseOp::from_op(3), PhaseOp::Dx);
+        assert_eq!(PhaseOp::from_op(5), PhaseOp::Grad);
+        assert_eq!(PhaseOp::from_op(6), PhaseOp::Loss);
+        assert_eq!(PhaseOp::from_op(4), PhaseOp::Other(4));
+        assert_eq!(Record::decode(&[0, 0x3004, 0, 0, 0, 0, 0, 0]).map(|r| (r.kind, r.source)), Ok((RecordKind::Phase, Source::Wafer(0))));
     }
 
     #[test]
