@@ -32,7 +32,9 @@
 //   0x0001 NSEG     segments in the table (0..GSEG);
 //   0x0100 + 4n     segment n (in egress order): +0 layer id (bits 11:0) and bit 16 "metrics"
 //                   (its words leave on m_m_* instead of m_g_*), +1 words per chunk
-//                   (1..65536), +2 words of the layer (>= 1).
+//                   (1..65536), +2 words of the layer (>= 1);
+//   0x0200 + n      TAG: the layer tag (bits 11:0) of program instruction n < PROG_DEPTH that
+//                   its FMA phase records carry (ws_mesh_phases; reset 0xfff).
 // A gradient word beyond the last segment leaves with kind ERROR and sets stat_grad_overrun.
 // rt_cfg_* is the fabric's route-table port.
 //
@@ -125,7 +127,18 @@ module ws_mesh #(
     output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_fwd_end,
     output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_bwd_start,
     output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_bwd_end,
-    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_grad_last
+    output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_grad_last,
+
+    // FMA phase records for the trace unit (ws_mesh_phases), stamped from `ts_now`.
+    input  wire [47:0]            ts_now,
+    output wire                   m_ph_valid,
+    output wire [47:0]            m_ph_begin,
+    output wire [47:0]            m_ph_end,
+    output wire [31:0]            m_ph_word4,
+    output wire [15:0]            m_ph_pc,
+    output wire [15:0]            m_ph_pes,
+    output wire [31:0]            m_ph_fmas,
+    output wire                   ph_busy
 );
 
     `include "ws_flit.vh"
@@ -495,6 +508,39 @@ module ws_mesh #(
         end
     endgenerate
 
+    // ---------------------------------------------------------------- FMA phases
+    wire [R-1:0]    pe_run, pe_fma;
+    wire [R*16-1:0] pe_pc;
+    wire [R*4-1:0]  pe_op;
+
+    ws_mesh_phases #(
+        .R(R),
+        .SLOTS(PROG_DEPTH)
+    ) phases_inst (
+        .clk(clk),
+        .rst(rst),
+        .now(ts_now),
+        .step(step_reg),
+        .tag_we(top_we && cfg_addr[15:8] == 8'h02),
+        .tag_n(cfg_addr[7:0]),
+        .tag_data(cfg_data[11:0]),
+        .pe_run(pe_run),
+        .pe_pc(pe_pc),
+        .pe_op(pe_op),
+        .pe_fma(pe_fma),
+        .pe_busy(stat_busy),
+        .pe_done(stat_done),
+        .pe_err(stat_err),
+        .m_rec_valid(m_ph_valid),
+        .m_rec_begin(m_ph_begin),
+        .m_rec_end(m_ph_end),
+        .m_rec_word4(m_ph_word4),
+        .m_rec_pc(m_ph_pc),
+        .m_rec_pes(m_ph_pes),
+        .m_rec_fmas(m_ph_fmas),
+        .busy(ph_busy)
+    );
+
     // ---------------------------------------------------------------- PEs
     wire sample_fire = s_x_valid && !cfg_valid;
     assign s_x_ready = !cfg_valid;
@@ -549,6 +595,10 @@ module ws_mesh #(
                 .stat_err(stat_err[gr]),
                 .stat_err_code(stat_err_code[gr*4 +: 4]),
                 .stat_err_pc(),
+                .stat_run(pe_run[gr]),
+                .stat_pc(pe_pc[gr*16 +: 16]),
+                .stat_op(pe_op[gr*4 +: 4]),
+                .stat_fma(pe_fma[gr]),
                 .cnt_fma(cnt_fma[gr*CNT_WIDTH +: CNT_WIDTH]),
                 .cnt_fwd_cycles(cnt_fwd_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),
                 .cnt_dx_cycles(cnt_dx_cycles[gr*CNT_WIDTH +: CNT_WIDTH]),

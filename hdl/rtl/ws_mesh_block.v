@@ -78,6 +78,16 @@ module ws_mesh_block #(
     output wire        m_g_last,
     output wire [63:0] m_g_user,
 
+    // FMA phase records (ws_mesh_phases) for the trace unit, stamped from its counter.
+    input  wire [47:0] ts_now,
+    output wire        m_ph_valid,
+    output wire [47:0] m_ph_begin,
+    output wire [47:0] m_ph_end,
+    output wire [31:0] m_ph_word4,
+    output wire [15:0] m_ph_pc,
+    output wire [15:0] m_ph_pes,
+    output wire [31:0] m_ph_fmas,
+
     output wire        grad_capture,
     output wire        grad_swarm,
     output wire        sx_select
@@ -269,8 +279,9 @@ module ws_mesh_block #(
     wire         mm_valid, mr_valid;
     localparam [7:0] HANG = HANGOVER;
     reg  [7:0]   hang_reg;
+    wire         ph_busy;
     wire         activity = reg_req || s_w_valid || s_x_valid || m_g_valid || mm_valid || mr_valid
-                            || (|stat_busy) || (|router_busy);
+                            || (|stat_busy) || (|router_busy) || ph_busy;
     always @(posedge clk) begin
         if (rst || activity) hang_reg <= HANG;
         else if (hang_reg != 8'd0) hang_reg <= hang_reg - 8'd1;
@@ -365,7 +376,16 @@ module ws_mesh_block #(
         .ts_fwd_end(ts_fe),
         .ts_bwd_start(ts_bs),
         .ts_bwd_end(ts_be),
-        .ts_grad_last(ts_gl)
+        .ts_grad_last(ts_gl),
+        .ts_now(ts_now),
+        .m_ph_valid(m_ph_valid),
+        .m_ph_begin(m_ph_begin),
+        .m_ph_end(m_ph_end),
+        .m_ph_word4(m_ph_word4),
+        .m_ph_pc(m_ph_pc),
+        .m_ph_pes(m_ph_pes),
+        .m_ph_fmas(m_ph_fmas),
+        .ph_busy(ph_busy)
     );
 
     // ---------------------------------------------------------------- the two FIFOs

@@ -59,6 +59,10 @@
 //   FMA issues every cycle whenever a group is full. Results of the last slot wait in a
 //   queue of OQ_DEPTH words for m1_*; an issue of the last slot needs a reserved queue slot.
 //
+// Phase probe: stat_run while the program runs (not while it is checked), stat_pc the
+// instruction, stat_op its opcode, stat_fma an FMA issue this cycle (ws_mesh_phases records
+// the span of each instruction's FMAs for the trace).
+//
 // Counters (CNT_WIDTH bits, zeroed by rst): cnt_fma counts FMA issues; cnt_fwd_cycles,
 // cnt_dx_cycles, cnt_grad_cycles and cnt_loss_cycles the cycles spent in FWD, DX, GRAD and
 // LOSS instructions; the ratio of FMAs to cycles of a phase is its FMA utilisation.
@@ -108,6 +112,12 @@ module ws_mesh_pe #(
     output reg                  stat_err,
     output reg  [3:0]           stat_err_code,
     output reg  [15:0]          stat_err_pc,
+
+    // Phase probe (ws_mesh_phases): the instruction running, its opcode, and an FMA issue.
+    output wire                 stat_run,
+    output wire [15:0]          stat_pc,
+    output wire [3:0]           stat_op,
+    output wire                 stat_fma,
 
     // Counters.
     output reg  [CNT_WIDTH-1:0] cnt_fma,
@@ -549,6 +559,10 @@ module ws_mesh_pe #(
     );
 
     assign stat_busy = !idle;
+    assign stat_run = !idle && state_reg != S_CHECK;
+    assign stat_pc = pc_reg;
+    assign stat_op = i_op;
+    assign stat_fma = issue || lo_issue;
 
     // ---------------------------------------------------------------- datapath registers
     // (no reset needed: every one is qualified by a valid bit or written before use)

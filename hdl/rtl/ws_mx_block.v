@@ -191,6 +191,13 @@ module ws_mx_block #(
     // 2 its upstream output (reduced), 3 the streamer's gradient input, 4 its weight output,
     // 5 + p downstream port p out (into its wafer), 5 + NPORT + p port p in (from its wafer).
     localparam N_PROBES = 5 + 2 * NPORT;
+    // Each wafer's FMA phases are a source of their own (docs/trace.md "FMA phases").
+    localparam N_PHASES = MESH_P > 0 ? MESH_W : 0;
+    wire [47:0]    ts_now;
+    wire [MW-1:0]    ph_valid;
+    wire [MW*48-1:0] ph_begin, ph_end;
+    wire [MW*32-1:0] ph_word4, ph_fmas;
+    wire [MW*16-1:0] ph_pc, ph_pes;
     wire [N_PROBES-1:0]    pr_fire, pr_last;
     wire [N_PROBES*64-1:0] pr_user;
     // SwarmX's probes (probes 1, 2 and 5..), from inside its generate branch.
@@ -353,8 +360,15 @@ module ws_mx_block #(
             assign up_data_w = {NPORT*32{1'b0}};
             assign up_last_w = {NPORT{1'b0}};
             assign up_user_w = {NPORT*64{1'b0}};
+            assign ph_valid = {MW{1'b0}};
+            assign ph_begin = {MW*48{1'b0}};
+            assign ph_end = {MW*48{1'b0}};
+            assign ph_word4 = {MW*32{1'b0}};
+            assign ph_fmas = {MW*32{1'b0}};
+            assign ph_pc = {MW*16{1'b0}};
+            assign ph_pes = {MW*16{1'b0}};
             wire _unused_mesh = &{1'b0, mesh_reg_req, dma_feed_mesh, op4_valid, op4_bcast_ready,
-                                  bc_valid, bc_data, bc_last, bc_user, up_ready_w};
+                                  bc_valid, bc_data, bc_last, bc_user, up_ready_w, ts_now};
         end else begin : g_mesh
             // Ops 4 and 5 go to the meshes, everything else to MemoryX / SwarmX.
             wire mesh_w_ready, mesh_x_ready, c_valid, c_last, capture;
@@ -411,7 +425,15 @@ module ws_mx_block #(
                 .m_up_ready(up_ready_w),
                 .m_up_data(up_data_w),
                 .m_up_last(up_last_w),
-                .m_up_user(up_user_w)
+                .m_up_user(up_user_w),
+                .ts_now(ts_now),
+                .m_ph_valid(ph_valid),
+                .m_ph_begin(ph_begin),
+                .m_ph_end(ph_end),
+                .m_ph_word4(ph_word4),
+                .m_ph_pc(ph_pc),
+                .m_ph_pes(ph_pes),
+                .m_ph_fmas(ph_fmas)
             );
         end
     endgenerate
@@ -725,9 +747,22 @@ module ws_mx_block #(
         end
     endfunction
 
+    // Source ids of the wafers' phase sources: 0x30 + w.
+    function automatic [8*MW-1:0] phase_ids;
+        input integer first;
+        integer w;
+        begin
+            phase_ids = {8*MW{1'b0}};
+            for (w = 0; w < MW; w = w + 1) phase_ids[w * 8 +: 8] = 8'h30 + first[7:0] + w[7:0];
+        end
+    endfunction
+
     ws_trace #(
         .N_PROBES(N_PROBES),
         .PROBE_IDS(probe_ids(NPORT)),
+        .N_PHASES(N_PHASES),
+        .NPH(MW),
+        .PHASE_IDS(phase_ids(0)),
         .DMA_BYTES(DMA_BYTES)
     ) trace_inst (
         .clk(clk),
@@ -741,6 +776,14 @@ module ws_mx_block #(
         .probe_fire(pr_fire),
         .probe_last(pr_last),
         .probe_user(pr_user),
+        .ph_valid(ph_valid),
+        .ph_begin(ph_begin),
+        .ph_end(ph_end),
+        .ph_word4(ph_word4),
+        .ph_pc(ph_pc),
+        .ph_pes(ph_pes),
+        .ph_fmas(ph_fmas),
+        .now(ts_now),
         .s_rec_valid(trace_valid),
         .s_rec_ready(trace_ready),
         .s_rec_data(trace_data),

@@ -62,7 +62,17 @@ module ws_mx_wafers #(
     input  wire [NP-1:0]        m_up_ready,
     output wire [NP*32-1:0]     m_up_data,
     output wire [NP-1:0]        m_up_last,
-    output wire [NP*64-1:0]     m_up_user
+    output wire [NP*64-1:0]     m_up_user,
+
+    // Each wafer's FMA phase records (docs/trace.md "FMA phases"), stamped from ts_now.
+    input  wire [47:0]          ts_now,
+    output wire [WAFERS-1:0]    m_ph_valid,
+    output wire [WAFERS*48-1:0] m_ph_begin,
+    output wire [WAFERS*48-1:0] m_ph_end,
+    output wire [WAFERS*32-1:0] m_ph_word4,
+    output wire [WAFERS*16-1:0] m_ph_pc,
+    output wire [WAFERS*16-1:0] m_ph_pes,
+    output wire [WAFERS*32-1:0] m_ph_fmas
 );
 
     initial begin
@@ -158,6 +168,14 @@ module ws_mx_wafers #(
                 .m_g_data(g_data[w*32 +: 32]),
                 .m_g_last(g_last[w]),
                 .m_g_user(g_user[w*64 +: 64]),
+                .ts_now(ts_now),
+                .m_ph_valid(m_ph_valid[w]),
+                .m_ph_begin(m_ph_begin[w*48 +: 48]),
+                .m_ph_end(m_ph_end[w*48 +: 48]),
+                .m_ph_word4(m_ph_word4[w*32 +: 32]),
+                .m_ph_pc(m_ph_pc[w*16 +: 16]),
+                .m_ph_pes(m_ph_pes[w*16 +: 16]),
+                .m_ph_fmas(m_ph_fmas[w*32 +: 32]),
                 .grad_capture(cap_bit[w]),
                 .grad_swarm(swarm_bit[w]),
                 .sx_select(sx_bit[w])

@@ -22,6 +22,12 @@
 // kind 1), type 2 a Read record (aux 0, flit kind 0), both with source 0x06, begin and end
 // its t_in and t_done extended to 48 bits against our counter (ws_common::trace::extend),
 // flits = n and the step, layer and chunk of its user word; another type is lost (below).
+// Sources N_PROBES .. N_PROBES + N_PHASES - 1 are the wafers' FMA phases (ws_mesh_phases):
+// `ph_valid[w]` hands over one finished instruction of wafer w, which forms a Phase record
+// (kind 4, source PHASE_IDS[w]) with the wafer's own begin and end (cycles of our counter,
+// which the wafer reads as `now`), flits = the PEs that issued, word 4 = {step, layer tag,
+// opcode}, chunk = the instruction index and aux = the FMAs issued; its enable is PROBE_EN
+// bit N_PROBES + w.
 // Sources form records only while CTRL.en and STATUS.active and their PROBE_EN bit are set;
 // otherwise a probe forgets its open chunk and streamer records are taken and dropped.
 //
@@ -65,6 +71,10 @@ module ws_trace #(
     // reduced out, the streamer's gradient in and weight out, ports 0..3 out, ports 0..3 in.
     parameter [8*N_PROBES-1:0] PROBE_IDS = {8'h23, 8'h22, 8'h21, 8'h20, 8'h13, 8'h12, 8'h11,
                                             8'h10, 8'h05, 8'h04, 8'h03, 8'h02, 8'h00},
+    parameter N_PHASES = 0,                     // wafer phase sources, 0..16 (N_PROBES + N_PHASES <= 31)
+    parameter NPH = N_PHASES > 0 ? N_PHASES : 1, // width of the phase port vectors, >= N_PHASES
+    // Source id of phase source w at [8w +: 8] (ws_common::trace::Source::Wafer: 0x30 + w).
+    parameter [8*NPH-1:0] PHASE_IDS = {NPH{8'h30}},
     parameter HOLD_DEPTH = 2,                   // records each source holds while the merge is busy, 1..255
     parameter FIFO_DEPTH = 32,                  // records between merge and ring writer, a power of two, 2..32768
     parameter DMA_BYTES = 65536                 // link DMA RAM bytes, a power of two (ext address width)
@@ -84,6 +94,18 @@ module ws_trace #(
     input  wire [N_PROBES-1:0]          probe_fire,
     input  wire [N_PROBES-1:0]          probe_last,
     input  wire [N_PROBES*64-1:0]       probe_user,
+
+    // Wafer phase records (ws_mesh_phases m_rec_*), always taken.
+    input  wire [NPH-1:0]               ph_valid,
+    input  wire [NPH*48-1:0]            ph_begin,
+    input  wire [NPH*48-1:0]            ph_end,
+    input  wire [NPH*32-1:0]            ph_word4,
+    input  wire [NPH*16-1:0]            ph_pc,
+    input  wire [NPH*16-1:0]            ph_pes,
+    input  wire [NPH*32-1:0]            ph_fmas,
+
+    // The free-running cycle counter, for sources that stamp their own records.
+    output wire [47:0]                  now,
 
     // MemoryX streamer trace records (ws_mx_streamer m_trace_*).
     input  wire                         s_rec_valid,
@@ -106,6 +128,8 @@ module ws_trace #(
 
     initial begin
         if (N_PROBES < 1 || N_PROBES > 31) $error("ws_trace: N_PROBES must be 1..31 (PROBE_EN bits 30:0)");
+        if (N_PHASES < 0 || N_PROBES + N_PHASES > 31 || NPH < N_PHASES || NPH < 1)
+            $error("ws_trace: N_PROBES + N_PHASES must be at most 31, NPH at least N_PHASES and 1");
         if (HOLD_DEPTH < 1 || HOLD_DEPTH > 255) $error("ws_trace: HOLD_DEPTH must be 1..255");
         if (FIFO_DEPTH < 2 || FIFO_DEPTH > 32768 || (FIFO_DEPTH & (FIFO_DEPTH - 1)) != 0)
             $error("ws_trace: FIFO_DEPTH must be a power of two, 2..32768");
@@ -113,7 +137,7 @@ module ws_trace #(
             $error("ws_trace: DMA_BYTES must be a power of two of at least 64");
     end
 
-    localparam S = N_PROBES + 1;                // sources: the probes, then the streamer
+    localparam S = N_PROBES + N_PHASES + 1;     // sources: the probes, the phases, then the streamer
     localparam SIW = $clog2(S);                 // source index bits
     localparam SCW = $clog2(S + 3);             // bits of a per-cycle count of records
     localparam AW = $clog2(DMA_BYTES) - 2;      // ext word address bits
@@ -122,21 +146,33 @@ module ws_trace #(
     localparam HCW = $clog2(HOLD_DEPTH + 1);    // hold count bits
 
     // A record inside the unit, less its source (LSB first): begin 48, end 48, flits 16,
-    // word 4 32, chunk 16, seq 32, aux 32, kind 2. A probe's hold keeps the low PROBE_W bits
+    // word 4 32, chunk 16, seq 32, aux 32, kind 3. A probe's hold keeps the low PROBE_W bits
     // only: its kind is Chunk and its aux 0.
-    localparam REC_W = 226;
+    localparam REC_W = 227;
     localparam PROBE_W = 192;
     localparam Q_W = REC_W + 8;                 // a FIFO entry: the record and its source id
 
-    localparam [1:0] KIND_CHUNK = 2'd1;         // ws_common::trace::RecordKind
-    localparam [1:0] KIND_UPDATE = 2'd2;
-    localparam [1:0] KIND_READ = 2'd3;
+    localparam [2:0] KIND_CHUNK = 3'd1;         // ws_common::trace::RecordKind
+    localparam [2:0] KIND_UPDATE = 3'd2;
+    localparam [2:0] KIND_READ = 3'd3;
+    localparam [2:0] KIND_PHASE = 3'd4;
     localparam [7:0] SRC_STREAMER = 8'h06;      // ws_common::trace::Source::MxStreamer
     localparam [3:0] REC_TYPE_UPDATE = 4'd1;    // the streamer's record types
     localparam [3:0] REC_TYPE_STREAM = 4'd2;
     localparam [3:0] FLIT_WEIGHT = 4'd0;        // ws_common::flit::Kind
     localparam [3:0] FLIT_GRADIENT = 4'd1;
-    localparam [8*S-1:0] SRC_IDS = {SRC_STREAMER, PROBE_IDS};
+    // Source ids in source order: the probes, the phases, the streamer.
+    function automatic [8*S-1:0] src_ids(input integer unused);
+        integer s;
+        begin
+            src_ids = {8*S{1'b0}};
+            src_ids[8*N_PROBES-1:0] = PROBE_IDS;
+            for (s = 0; s < N_PHASES; s = s + 1) src_ids[8*(N_PROBES + s) +: 8] = PHASE_IDS[8*s +: 8];
+            src_ids[8*(S-1) +: 8] = SRC_STREAMER;
+            if (unused != 0) src_ids = {8*S{1'b0}};
+        end
+    endfunction
+    localparam [8*S-1:0] SRC_IDS = src_ids(0);
     localparam [32:0] DMA_END = 33'(DMA_BYTES);
     localparam integer FIFO_DEPTH_I = FIFO_DEPTH;
 
@@ -282,6 +318,13 @@ module ws_trace #(
                                            f_flits, cycle_reg, f_begin};
         end
 
+        for (i = 0; i < N_PHASES; i = i + 1) begin
+            form[N_PROBES + i] = form_on && probe_en_probes[N_PROBES + i] && ph_valid[i];
+            rec_form[(N_PROBES + i)*REC_W +: REC_W] = {KIND_PHASE, ph_fmas[i*32 +: 32], 32'd0,
+                ph_pc[i*16 +: 16], ph_word4[i*32 +: 32], ph_pes[i*16 +: 16],
+                ph_end[i*48 +: 48], ph_begin[i*48 +: 48]};
+        end
+
         form[S-1] = st_on && (st_upd || st_type == REC_TYPE_STREAM);
         st_bad = st_on && !form[S-1];
         rec_form[(S-1)*REC_W +: REC_W] = {
@@ -324,7 +367,7 @@ module ws_trace #(
     genvar g;
     generate
         for (g = 0; g < S; g = g + 1) begin : hold
-            localparam HW = g == S - 1 ? REC_W : PROBE_W;
+            localparam HW = g >= N_PROBES ? REC_W : PROBE_W;
 
             reg [HW-1:0]  mem [0:HOLD_DEPTH-1];
             reg [HPW-1:0] wp_reg, wp_next, rp_reg, rp_next;
@@ -354,7 +397,7 @@ module ws_trace #(
 
             assign hold_nonempty[g] = cnt_reg != {HCW{1'b0}};
             assign hold_full[g] = cnt_reg == HCW'(HOLD_DEPTH);
-            if (g == S - 1) begin : streamer
+            if (g >= N_PROBES) begin : record
                 assign hold_head[g*REC_W +: REC_W] = mem[rp_reg];
             end else begin : probe
                 assign hold_head[g*REC_W +: REC_W] = {KIND_CHUNK, 32'd0, mem[rp_reg]};
@@ -432,7 +475,7 @@ module ws_trace #(
     always @* begin
         case (wr_k_reg)
             3'd0: wr_word = q[31:0];                                  // begin[31:0]
-            3'd1: wr_word = {q[47:32], q[233:226], 6'd0, q[225:224]}; // begin[47:32], source, kind
+            3'd1: wr_word = {q[47:32], q[234:227], 5'd0, q[226:224]}; // begin[47:32], source, kind
             3'd2: wr_word = q[79:48];                                 // end[31:0]
             3'd3: wr_word = {q[95:80], q[111:96]};                    // end[47:32], flits
             3'd4: wr_word = q[143:112];                               // step, layer, flit kind
@@ -452,6 +495,7 @@ module ws_trace #(
     // stale bytes up to the old HEAD as the new trace's first.
     assign link_ready_en = ctrl_link && active_reg && !en_rise && !restart_pend_reg;
     assign s_rec_ready = 1'b1;
+    assign now = cycle_reg;
 
     // ---------------------------------------------------------------- state
 
@@ -516,7 +560,9 @@ module ws_trace #(
     end
 
     // Only the streamer's t_in, t_done and t_commit make its record (docs/trace.md).
-    wire _unused_ok = &{1'b0, s_rec_data[127:64], probe_en_probes, probe_user};
+    // Phase ports beyond N_PHASES (one tied-off slot when there are none) are not read.
+    wire _unused_ok = &{1'b0, s_rec_data[127:64], probe_en_probes, probe_user, ph_valid, ph_begin,
+                        ph_end, ph_word4, ph_pc, ph_pes, ph_fmas};
 
 endmodule
 

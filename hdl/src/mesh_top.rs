@@ -28,6 +28,7 @@ pub const ARRAY_FILES: &[&str] = &[
     "hdl/rtl/ws_mesh_fabric.v",
     "hdl/rtl/ws_mesh_edge_in.v",
     "hdl/rtl/ws_mesh_edge_out.v",
+    "hdl/rtl/ws_mesh_phases.v",
     "hdl/rtl/ws_mesh.v",
 ];
 /// Build configuration of the array (with the router's and the PE's).
@@ -203,6 +204,35 @@ pub fn configure_step(dut: &mut Dut, step: u16, segments: &[Segment]) {
     cfg_write(dut, TOP_REGS, REG_STEP, u32::from(step));
 }
 
+/// Writes the layer tag of each program instruction (`REG_TAG`), which the FMA phase records
+/// carry.
+pub fn configure_tags(dut: &mut Dut, tags: &[u16]) {
+    for (n, t) in tags.iter().enumerate() {
+        cfg_write(dut, TOP_REGS, ws_common::mesh::REG_TAG + n as u16, u32::from(*t));
+    }
+}
+
+/// One FMA phase record (`m_ph_*`, `ws_mesh_phases`): one instruction's FMAs over the array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PhaseOut {
+    /// The cycle (`ts_now`, which the harness drives with the run's cycle) of the first FMA.
+    pub begin: u64,
+    /// The cycle of the last FMA.
+    pub end: u64,
+    /// The opcode.
+    pub op: u8,
+    /// The instruction's layer tag.
+    pub tag: u16,
+    /// The STEP it began in.
+    pub step: u16,
+    /// The instruction's index.
+    pub pc: u16,
+    /// PEs that issued.
+    pub pes: u16,
+    /// FMAs issued.
+    pub fmas: u32,
+}
+
 /// The phase timestamps of one layer id (cycles of `cnt_cycle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Phases {
@@ -282,6 +312,8 @@ pub struct RunOut {
     pub grad_times: Vec<u64>,
     /// `cnt_cycle` of each weight word taken.
     pub weight_times: Vec<u64>,
+    /// The FMA phase records, in the order they left (`ts_now` = `cnt_cycle`).
+    pub phases: Vec<PhaseOut>,
 }
 
 /// Starts every PE on its program of `len` instructions and runs until the array is drained:
@@ -310,8 +342,11 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
     let (gv, rv, mv) = (dut.port("m_g_valid"), dut.port("m_r_valid"), dut.port("m_m_valid"));
     let start = dut.cycle();
     let cyc = dut.port("cnt_cycle");
+    let (now, ph_busy) = (dut.port("ts_now"), dut.port("ph_busy"));
     let mut out = RunOut { start_cycle: dut.get(cyc), ..RunOut::default() };
     loop {
+        let c = dut.get(cyc);
+        dut.set(now, c);
         wsrc.drive(dut);
         gsink.drive(dut);
         rsink.drive(dut);
@@ -343,6 +378,7 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
             let header = Header::unpack(b[2]).unwrap_or(Header::new(Kind::Error, 0, 0, 0, 0));
             out.metrics.push(Flit { header, payload: b[0] as u32, last: b[1] != 0 });
         }
+        sample_phase(dut, &mut out.phases);
         dut.tick();
         assert!(
             dut.cycle() - start < limit,
@@ -355,6 +391,17 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         );
     }
     out.cycles = dut.cycle() - start;
+    // The last instructions' records leave one per cycle once every PE is done.
+    let mut left = 1024;
+    while dut.get_bool(ph_busy) {
+        assert!(left > 0, "the phase probe stays busy after the array drained");
+        left -= 1;
+        let c = dut.get(cyc);
+        dut.set(now, c);
+        dut.eval();
+        sample_phase(dut, &mut out.phases);
+        dut.tick();
+    }
     for p in ["s_w_valid", "m_g_ready", "m_r_ready", "m_m_ready"] {
         let port = dut.port(p);
         dut.set(port, 0);
@@ -362,6 +409,24 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
     dut.eval();
     out.weights_taken = weights.len() - wsrc.pending();
     out
+}
+
+/// The phase record on `m_ph_*` this cycle, if one leaves.
+fn sample_phase(dut: &Dut, out: &mut Vec<PhaseOut>) {
+    if !dut.get_bool(dut.port("m_ph_valid")) {
+        return;
+    }
+    let word4 = dut.get(dut.port("m_ph_word4")) as u32;
+    out.push(PhaseOut {
+        begin: dut.get(dut.port("m_ph_begin")),
+        end: dut.get(dut.port("m_ph_end")),
+        op: (word4 & 0xf) as u8,
+        tag: ((word4 >> 4) & 0xfff) as u16,
+        step: (word4 >> 16) as u16,
+        pc: dut.get(dut.port("m_ph_pc")) as u16,
+        pes: dut.get(dut.port("m_ph_pes")) as u16,
+        fmas: dut.get(dut.port("m_ph_fmas")) as u32,
+    });
 }
 
 /// Counter `index` of a flat counter bus of 32-bit counters.

@@ -137,6 +137,7 @@ pub const BLOCK_FILES: &[&str] = &[
     "hdl/rtl/ws_mesh_fabric.v",
     "hdl/rtl/ws_mesh_edge_in.v",
     "hdl/rtl/ws_mesh_edge_out.v",
+    "hdl/rtl/ws_mesh_phases.v",
     "hdl/rtl/ws_mesh.v",
     "hdl/rtl/ws_mesh_block.v",
     "hdl/rtl/ws_mx_wafers.v",

@@ -3,6 +3,9 @@
 //! each cycle: which records, with which sequence numbers, from the probes' handshakes and
 //! the MemoryX streamer's records.
 //!
+//! Phase sources (`N_PHASES`, the wafers' FMA phase records of `ws_mesh_phases`) come after
+//! the probes and before the streamer, in source order and in PROBE_EN's bits.
+//!
 //! The model speaks [`ws_common::trace::Record`], the format the host decodes, so a test
 //! compares what the RTL wrote into its ring with what the model formed, record by record.
 //! Where a record goes after it is formed (hold, merge, FIFO, ring) and whether it is lost on
@@ -29,6 +32,8 @@ pub const REC_TYPE_STREAM: u8 = 2;
 pub struct TraceParams {
     /// The probes' sources, probe 0 first (`N_PROBES`, `PROBE_IDS`).
     pub probes: Vec<Source>,
+    /// `N_PHASES`: wafer phase sources, wafer w with source id 0x30 + w.
+    pub phases: u8,
     /// `HOLD_DEPTH`: records each source holds while the merge is busy.
     pub hold_depth: u32,
     /// `FIFO_DEPTH`: records between the merge and the ring writer, a power of two.
@@ -40,7 +45,7 @@ pub struct TraceParams {
 impl TraceParams {
     /// The RTL's defaults, which are `ws_mx_block`'s unit with four SwarmX ports: the mover's
     /// feed, SwarmX's broadcast in and reduced out, the streamer's gradient in and weight
-    /// out, then ports 0..3 out and ports 0..3 in.
+    /// out, then ports 0..3 out and ports 0..3 in; and two wafers' phases.
     pub fn soc() -> Self {
         let mut probes = vec![
             Source::MoverFeed,
@@ -51,7 +56,7 @@ impl TraceParams {
         ];
         probes.extend((0..4).map(Source::SwarmDownOut));
         probes.extend((0..4).map(Source::SwarmUpIn));
-        TraceParams { probes, hold_depth: 2, fifo_depth: 32, dma_bytes: 65536 }
+        TraceParams { probes, phases: 2, hold_depth: 2, fifo_depth: 32, dma_bytes: 65536 }
     }
 
     /// `PROBE_IDS` as a sized Verilog literal.
@@ -60,11 +65,20 @@ impl TraceParams {
         format!("{}'h{hex}", 8 * self.probes.len())
     }
 
+    /// `PHASE_IDS` as a sized Verilog literal (one slot when there are no phases).
+    pub fn phase_ids_literal(&self) -> String {
+        let n = self.phases.max(1);
+        let hex: String = (0..n).rev().map(|w| format!("{:02x}", Source::Wafer(w).id())).collect();
+        format!("{}'h{hex}", 8 * n)
+    }
+
     /// The Verilog parameters of these parameters.
     pub fn verilog_params(&self) -> Vec<(&'static str, String)> {
         vec![
             ("N_PROBES", self.probes.len().to_string()),
             ("PROBE_IDS", self.probe_ids_literal()),
+            ("N_PHASES", self.phases.to_string()),
+            ("PHASE_IDS", self.phase_ids_literal()),
             ("HOLD_DEPTH", self.hold_depth.to_string()),
             ("FIFO_DEPTH", self.fifo_depth.to_string()),
             ("DMA_BYTES", self.dma_bytes.to_string()),
@@ -132,6 +146,42 @@ impl StreamerRec {
     }
 }
 
+/// One wafer's finished instruction on the phase port (`m_rec_*` of `ws_mesh_phases`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PhaseRec {
+    /// First FMA issue (48 bits).
+    pub begin: u64,
+    /// Last FMA issue (48 bits).
+    pub end: u64,
+    /// {step, layer tag, opcode}.
+    pub word4: u32,
+    /// The instruction's index.
+    pub pc: u16,
+    /// PEs that issued.
+    pub pes: u16,
+    /// FMAs issued.
+    pub fmas: u32,
+}
+
+impl PhaseRec {
+    /// The record the unit forms from it with sequence number `seq`.
+    pub fn record(&self, wafer: u8, seq: u32) -> Record {
+        Record {
+            kind: RecordKind::Phase,
+            source: Source::Wafer(wafer),
+            begin: self.begin,
+            end: self.end,
+            flits: self.pes,
+            flit_kind: (self.word4 & 0xf) as u8,
+            layer: ((self.word4 >> 4) & 0xfff) as u16,
+            step: (self.word4 >> 16) as u16,
+            chunk: self.pc,
+            seq,
+            aux: self.fmas,
+        }
+    }
+}
+
 /// What the unit sees in one cycle.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inputs {
@@ -143,6 +193,8 @@ pub struct Inputs {
     pub user: Vec<u64>,
     /// A streamer record offered (the unit is always ready).
     pub rec: Option<StreamerRec>,
+    /// Wafer w's phase record offered, w < `N_PHASES` (missing entries: none).
+    pub phase: Vec<Option<PhaseRec>>,
 }
 
 /// A sequence number taken in a cycle.
@@ -175,6 +227,7 @@ struct Open {
 #[derive(Debug, Clone)]
 pub struct Former {
     probes: Vec<Source>,
+    phases: u8,
     open: Vec<Option<Open>>,
     seq: u32,
     /// The unit forms records (CTRL.en, STATUS.active, no restart pending).
@@ -184,10 +237,12 @@ pub struct Former {
 }
 
 impl Former {
-    /// The sources of a unit with these probes, off, every source enabled (PROBE_EN's reset).
-    pub fn new(probes: &[Source]) -> Self {
+    /// The sources of a unit with these probes and phase sources, off, every source enabled
+    /// (PROBE_EN's reset).
+    pub fn new(probes: &[Source], phases: u8) -> Self {
         Former {
             probes: probes.to_vec(),
+            phases,
             open: vec![None; probes.len()],
             seq: 0,
             on: false,
@@ -240,6 +295,14 @@ impl Former {
             }));
             self.seq = self.seq.wrapping_add(1);
         }
+        for w in 0..self.phases {
+            let bit = self.probes.len() + usize::from(w);
+            let ph = inp.phase.get(usize::from(w)).copied().flatten();
+            if let Some(ph) = ph.filter(|_| self.on && self.probe_en >> bit & 1 != 0) {
+                out.push(Formed::Record(ph.record(w, self.seq)));
+                self.seq = self.seq.wrapping_add(1);
+            }
+        }
         if let Some(rec) = inp.rec.filter(|_| self.on && self.probe_en & STREAMER_EN != 0) {
             out.push(match rec.record(now, self.seq) {
                 Some(r) => Formed::Record(r),
@@ -255,21 +318,29 @@ mod tests {
     use super::*;
 
     fn inputs(fire: u32, last: u32, user: u64) -> Inputs {
-        Inputs { fire, last, user: vec![user; 2], rec: None }
+        Inputs { fire, last, user: vec![user; 2], rec: None, phase: Vec::new() }
     }
 
     #[test]
     fn chunks_open_count_and_close_in_source_order() {
-        let mut f = Former::new(&[Source::MxGradIn, Source::SwarmUpIn(2)]);
+        let mut f = Former::new(&[Source::MxGradIn, Source::SwarmUpIn(2)], 2);
         f.on = true;
         let mut out = Vec::new();
         f.step(10, &inputs(0b01, 0, 0x0007_0003_0042_0051), &mut out);
         f.step(11, &inputs(0b01, 0, 0xffff_ffff_ffff_ffff), &mut out);
         assert!(out.is_empty());
         let rec = StreamerRec::new(REC_TYPE_UPDATE, 5, 6, 7, 8, [3, 9, 0, 0, 12]);
-        f.step(12, &Inputs { rec: Some(rec), ..inputs(0b11, 0b11, 0x1234) }, &mut out);
+        let ph = PhaseRec { begin: 4, end: 11, word4: 0x0009_0021, pc: 3, pes: 4, fmas: 640 };
+        let phase = vec![None, Some(ph)];
+        f.step(12, &Inputs { rec: Some(rec), phase, ..inputs(0b11, 0b11, 0x1234) }, &mut out);
         let seqs: Vec<u32> = out.iter().map(Formed::seq).collect();
-        assert_eq!(seqs, [0, 1, 2]);
+        assert_eq!(seqs, [0, 1, 2, 3]);
+        let Formed::Record(p) = out[2] else { panic!() };
+        assert_eq!(
+            (p.kind, p.source, p.begin, p.end, p.flits, p.flit_kind, p.layer, p.step, p.chunk, p.aux),
+            (RecordKind::Phase, Source::Wafer(1), 4, 11, 4, 1, 2, 9, 3, 640)
+        );
+        let out: Vec<Formed> = out.into_iter().filter(|f| f.seq() != 2).collect();
         let Formed::Record(a) = out[0] else { panic!() };
         assert_eq!(
             (a.begin, a.end, a.flits, a.chunk, a.step, a.layer, a.flit_kind),
@@ -287,7 +358,7 @@ mod tests {
 
     #[test]
     fn unknown_streamer_types_take_a_sequence_number() {
-        let mut f = Former::new(&[Source::MoverFeed]);
+        let mut f = Former::new(&[Source::MoverFeed], 0);
         f.on = true;
         let mut out = Vec::new();
         let rec = StreamerRec::new(7, 0, 0, 0, 0, [0; 5]);
@@ -299,5 +370,6 @@ mod tests {
     #[test]
     fn probe_ids_are_a_sized_literal_probe_0_lowest() {
         assert_eq!(TraceParams::soc().probe_ids_literal(), "104'h23222120131211100504030200");
+        assert_eq!(TraceParams::soc().phase_ids_literal(), "16'h3130");
     }
 }

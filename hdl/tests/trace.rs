@@ -36,7 +36,7 @@ use ws_common::regmap::trace as reg;
 use ws_common::trace::{Record, Source, RECORD_BYTES};
 use ws_hdl::dut::{run_test, Dut, Pattern, Port, RegPort, StreamSink};
 use ws_hdl::trace::{
-    block_spec, Formed, Former, Inputs, StreamerRec, TraceParams, REC_TYPE_STREAM, REC_TYPE_UPDATE,
+    block_spec, Formed, Former, Inputs, PhaseRec, StreamerRec, TraceParams, REC_TYPE_STREAM, REC_TYPE_UPDATE,
     STREAMER_EN,
 };
 
@@ -60,6 +60,13 @@ struct Ports {
     rec_ready: Port,
     rec_data: Port,
     rec_user: Port,
+    ph_valid: Port,
+    ph_begin: Port,
+    ph_end: Port,
+    ph_word4: Port,
+    ph_pc: Port,
+    ph_pes: Port,
+    ph_fmas: Port,
     acked: Port,
     ready: Port,
     ready_en: Port,
@@ -82,6 +89,9 @@ struct Traffic {
     rec_rate: f64,
     burst_rate: f64,
     burst_left: u32,
+    /// Phase sources, and a phase record's probability per source and cycle.
+    phases: u8,
+    phase_rate: f64,
 }
 
 impl Traffic {
@@ -90,6 +100,7 @@ impl Traffic {
     fn load(&mut self, fire: f64, rec: f64, burst: f64) {
         self.rate = (0..self.n).map(|_| self.rng.random_range(0.0..fire)).collect();
         self.rec_rate = rec;
+        self.phase_rate = rec;
         self.burst_rate = burst;
         self.burst_left = 0;
         self.on = true;
@@ -108,7 +119,8 @@ impl Traffic {
         let mask = (1u32 << self.n) - 1;
         let user = (0..self.n).map(|_| self.rng.random::<u64>()).collect();
         // `last` of probes that do not fire is junk: the unit must look at it only with a fire.
-        let mut inp = Inputs { fire: 0, last: self.rng.random::<u32>() & mask, user, rec: None };
+        let mut inp =
+            Inputs { fire: 0, last: self.rng.random::<u32>() & mask, user, rec: None, phase: Vec::new() };
         if !self.on {
             return inp;
         }
@@ -140,7 +152,27 @@ impl Traffic {
         if self.rng.random_bool(self.rec_rate) {
             inp.rec = Some(self.streamer_rec(now));
         }
+        // A burst also finishes an instruction on every wafer in the same cycle.
+        let burst = inp.fire == mask && mask != 0;
+        for _ in 0..self.phases {
+            let on = burst || self.rng.random_bool(self.phase_rate);
+            inp.phase.push(on.then(|| self.phase_rec(now)));
+        }
         inp
+    }
+
+    /// A finished instruction a wafer could hand over at `now`.
+    fn phase_rec(&mut self, now: u64) -> PhaseRec {
+        let r = &mut self.rng;
+        let begin = now.saturating_sub(r.random_range(0..=5000));
+        PhaseRec {
+            begin,
+            end: r.random_range(begin..=now),
+            word4: r.random(),
+            pc: r.random_range(0..16),
+            pes: r.random_range(1..=4),
+            fmas: r.random(),
+        }
     }
 
     /// A record the streamer could send at `now`: its stamps at or before now.
@@ -202,12 +234,19 @@ impl<'a> Tb<'a> {
             rec_ready: port("s_rec_ready"),
             rec_data: port("s_rec_data"),
             rec_user: port("s_rec_user"),
+            ph_valid: port("ph_valid"),
+            ph_begin: port("ph_begin"),
+            ph_end: port("ph_end"),
+            ph_word4: port("ph_word4"),
+            ph_pc: port("ph_pc"),
+            ph_pes: port("ph_pes"),
+            ph_fmas: port("ph_fmas"),
             acked: port("link_acked"),
             ready: port("link_ready"),
             ready_en: port("link_ready_en"),
             reg: RegPort::new(dut),
         };
-        for q in [p.fire, p.rec_valid, p.acked] {
+        for q in [p.fire, p.rec_valid, p.ph_valid, p.acked] {
             dut.set(q, 0);
         }
         let ext = StreamSink::with_fields(dut, "m_ext", &["addr", "wdata"], dut.seed()).unchecked();
@@ -224,6 +263,8 @@ impl<'a> Tb<'a> {
                 rec_rate: 0.0,
                 burst_rate: 0.0,
                 burst_left: 0,
+                phases: params.phases,
+                phase_rate: 0.0,
             },
             host: dut.rng(2),
             dut,
@@ -233,7 +274,7 @@ impl<'a> Tb<'a> {
             p_ack: 0.2,
             seen: VecDeque::new(),
             acked: 0,
-            model: Former::new(&params.probes),
+            model: Former::new(&params.probes, params.phases),
             formed: Vec::new(),
             arrived: Vec::new(),
             n_arrived: 0,
@@ -278,6 +319,36 @@ impl<'a> Tb<'a> {
                 d.set(p.rec_user, self.host.random());
             }
         }
+        // Phase ports: each wafer's slot of every vector, junk where it does not offer one.
+        let slots = usize::from(self.traffic.phases.max(1));
+        let mut valid = 0u64;
+        let (mut begin, mut end, mut word4, mut pc, mut pes, mut fmas) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for w in 0..slots {
+            let ph = inp.phase.get(w).copied().flatten();
+            valid |= u64::from(ph.is_some()) << w;
+            let v = ph.unwrap_or_else(|| PhaseRec {
+                begin: self.host.random::<u64>() & 0xffff_ffff_ffff,
+                end: 0,
+                word4: self.host.random(),
+                pc: self.host.random(),
+                pes: self.host.random(),
+                fmas: self.host.random(),
+            });
+            begin.push(v.begin);
+            end.push(v.end);
+            word4.push(v.word4);
+            pc.push(v.pc);
+            pes.push(v.pes);
+            fmas.push(v.fmas);
+        }
+        d.set(p.ph_valid, valid);
+        d.set_words(p.ph_begin, &pack(&begin, 48));
+        d.set_words(p.ph_end, &pack(&end, 48));
+        d.set_words(p.ph_word4, &word4);
+        d.set_words(p.ph_pc, &pack(&pc.iter().map(|&x| u64::from(x)).collect::<Vec<_>>(), 16));
+        d.set_words(p.ph_pes, &pack(&pes.iter().map(|&x| u64::from(x)).collect::<Vec<_>>(), 16));
+        d.set_words(p.ph_fmas, &fmas);
         d.set(p.acked, u64::from(self.acked));
         match op {
             Some(Op::Write(a, v)) => p.reg.start_write(d, a, v, 0xf),
@@ -614,6 +685,26 @@ fn scenario(dut: &mut Dut, params: &TraceParams, name: &str, rings: [Ring; 2], q
     tb.run(6000);
     let (_, arrived, _) = tb.finish_run(&format!("{name} run 2"));
     assert!(arrived > 50, "run 2 wrote {arrived} records");
+    // Every wafer's phase source took part.
+    for w in 0..params.phases {
+        let n = tb.formed.iter().flatten().filter(|r| r.source == Source::Wafer(w)).count();
+        assert!(n > 10, "run 2 formed {n} phase records of wafer {w}");
+    }
+}
+
+/// Fields of `width` bits each, field 0 lowest, as the 32-bit words of a vector port.
+fn pack(fields: &[u64], width: u32) -> Vec<u32> {
+    let bits = fields.len() * width as usize;
+    let mut words = vec![0u32; bits.div_ceil(32)];
+    for (i, &f) in fields.iter().enumerate() {
+        for b in 0..width as usize {
+            if f >> b & 1 != 0 {
+                let at = i * width as usize + b;
+                words[at / 32] |= 1 << (at % 32);
+            }
+        }
+    }
+    words
 }
 
 #[test]
@@ -630,6 +721,7 @@ fn soc_parameters() {
 fn small_unit_loses_and_counts() {
     let params = TraceParams {
         probes: vec![Source::MxGradIn, Source::MxWeightOut, Source::SwarmUpIn(1)],
+        phases: 1,
         hold_depth: 1,
         fifo_depth: 4,
         dma_bytes: 4096,
@@ -643,7 +735,7 @@ fn small_unit_loses_and_counts() {
         // closes in the same cycle as it ends.
         let mut tb = Tb::new(dut, &params);
         tb.enable(Ring { base: 0, len: 64, start: 0 }, true);
-        let quiet = |user| Inputs { fire: 0, last: 0, user: vec![user; 3], rec: None };
+        let quiet = |user| Inputs { fire: 0, last: 0, user: vec![user; 3], rec: None, phase: Vec::new() };
         for i in 0..0x10004u32 {
             let last = i == 0x10003;
             let inp = Inputs {

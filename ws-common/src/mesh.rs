@@ -252,7 +252,11 @@ impl Program {
 /// snake), and above layer 0 MASK (dz of the layer below in place of its output). `slots` ≥ 1 runs the per-sample instructions (an empty PE runs one
 /// junk slot, which must still take every weight word), `samples` is what the reductions add.
 pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize, head: bool) -> Program {
-    let mut prog = Program { instrs: [Instr::Raw([0; 3]); MAX_STEP_PROGRAM], tags: [TAG_NONE; MAX_STEP_PROGRAM], len: 0 };
+    let mut prog = Program {
+        instrs: [Instr::Raw([0; 3]); MAX_STEP_PROGRAM],
+        tags: [TAG_NONE; MAX_STEP_PROGRAM],
+        len: 0,
+    };
     let layers = dims.len().saturating_sub(1).min(MAX_STEP_LAYERS);
     if layers == 0 {
         return prog;
@@ -261,10 +265,16 @@ pub fn step_program(dims: &[usize], map: &StepMap, slots: usize, samples: usize,
     let dim = |l: usize| dims[l] as u32;
     for l in 0..layers {
         let src = if l == 0 { map.x } else { map.out[l - 1] };
-        prog.push(Instr::Fwd { relu: l + 1 < layers, b, k: dim(l), m: dim(l + 1), src, dst: map.out[l] }, l as u16);
+        prog.push(
+            Instr::Fwd { relu: l + 1 < layers, b, k: dim(l), m: dim(l + 1), src, dst: map.out[l] },
+            l as u16,
+        );
     }
     let c = dim(layers);
-    prog.push(Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs }, layers as u16 - 1);
+    prog.push(
+        Instr::Loss { b, c, src: map.out[layers - 1], lab: map.labels, dst: map.pairs },
+        layers as u16 - 1,
+    );
     prog.push(Instr::Grad { head, b: n, k: 0, m: METRICS_WORDS, x: 0, dz: map.pairs }, TAG_NONE);
     // Each layer takes its weights (DX) before it sends its gradients (GRAD), so a weight
     // store that updates a layer as its gradients arrive has already streamed that layer's

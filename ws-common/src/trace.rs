@@ -364,7 +364,10 @@ mod tests {
         assert_eq!(PhaseOp::from_op(5), PhaseOp::Grad);
         assert_eq!(PhaseOp::from_op(6), PhaseOp::Loss);
         assert_eq!(PhaseOp::from_op(4), PhaseOp::Other(4));
-        assert_eq!(Record::decode(&[0, 0x3004, 0, 0, 0, 0, 0, 0]).map(|r| (r.kind, r.source)), Ok((RecordKind::Phase, Source::Wafer(0))));
+        assert_eq!(
+            Record::decode(&[0, 0x3004, 0, 0, 0, 0, 0, 0]).map(|r| (r.kind, r.source)),
+            Ok((RecordKind::Phase, Source::Wafer(0)))
+        );
     }
 
     #[test]

@@ -263,6 +263,9 @@ impl MemoryXPlane {
             len = prog.as_slice().len();
             if !held {
                 hw.load_program(snake_router(cols, pos) as u8, prog.as_slice());
+                if pos == 0 {
+                    hw.set_tags(prog.tags());
+                }
             }
         }
         if hw.take_refused().is_some() {

@@ -5,7 +5,7 @@
 //! data mover (ops 4 and 5), gradients leave through its capture sink.
 
 use ws_common::mesh::{
-    Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_NSEG, REG_SEG, REG_STEP, TOP_REGS,
+    Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_NSEG, REG_SEG, REG_STEP, REG_TAG, TAG_SLOTS, TOP_REGS,
 };
 use ws_common::regmap::mesh as reg;
 
@@ -119,6 +119,18 @@ impl MeshHw {
             for w in i.words() {
                 self.r.cfg_data().write(w);
             }
+        }
+    }
+
+    /// The layer tag of each program instruction, which the array's FMA phase records carry
+    /// (`ws_common::mesh::Program::tags`; docs/trace.md "FMA phases").
+    pub fn set_tags(&self, tags: &[u16]) {
+        let n = tags.len().min(TAG_SLOTS);
+        self.r
+            .cfg_target()
+            .write(reg::cfg_target::ADDR.val(u32::from(REG_TAG)) | reg::cfg_target::PE.val(u32::from(TOP_REGS)));
+        for t in &tags[..n] {
+            self.r.cfg_data().write(u32::from(*t));
         }
     }
 

@@ -55,6 +55,49 @@ pub struct StepMeasured {
     pub ideal_macs: u64,
 }
 
+/// Checks a step's FMA phase records: one per instruction that issues FMAs, in the order the
+/// instructions finish, each with its opcode, layer tag and step, a span inside the run, the
+/// PEs that took part, and (where `want` knows it from the opcode, K and M) exactly the FMAs
+/// the instruction issues; together they count every FMA the PEs counted.
+fn check_phases(
+    ctx: &str,
+    out: &RunOut,
+    prog: &[Instr],
+    tags: &[u16],
+    step: u16,
+    fmas: u64,
+    want: impl Fn(u8, usize, usize) -> Option<u64>,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    for ph in &out.phases {
+        let pc = usize::from(ph.pc);
+        let w = prog
+            .get(pc)
+            .map(|i| i.words())
+            .unwrap_or_else(|| panic!("{ctx}: a phase record of instruction {pc}"));
+        assert!(seen.insert(pc), "{ctx}: instruction {pc} recorded twice");
+        let (op, k, m) = ((w[0] & 0xf) as u8, (w[1] & 0xffff) as usize, (w[1] >> 16) as usize);
+        assert_eq!((ph.op, ph.tag, ph.step), (op, tags[pc], step), "{ctx}: instruction {pc}'s op, tag, step");
+        assert!(
+            out.start_cycle <= ph.begin && ph.begin <= ph.end && ph.end <= out.start_cycle + out.cycles,
+            "{ctx}: instruction {pc}'s span {}..{} outside the run",
+            ph.begin,
+            ph.end
+        );
+        assert!(ph.pes >= 1 && ph.fmas >= 1, "{ctx}: instruction {pc} recorded with no FMA: {ph:?}");
+        if let Some(n) = want(op, k, m) {
+            assert_eq!(u64::from(ph.fmas), n, "{ctx}: instruction {pc} (op {op}, K {k}, M {m}): FMAs");
+        }
+    }
+    // Every instruction with FMAs is there (MASK has none); the records add up to the counters.
+    for (pc, i) in prog.iter().enumerate() {
+        let op = (i.words()[0] & 0xf) as u8;
+        assert_eq!(seen.contains(&pc), op != 4, "{ctx}: instruction {pc} (op {op}) recorded");
+    }
+    let total: u64 = out.phases.iter().map(|p| u64::from(p.fmas)).sum();
+    assert_eq!(total, fmas, "{ctx}: the phase records' FMAs against the PEs' counters");
+}
+
 /// The golden configuration of a case (the golden SRAM budget is not the RTL's: the PE
 /// needs less, docs/mesh-pe.md, so the golden check gets room enough).
 pub fn config<'a>(dims: &'a [usize], side: usize, b: usize, rows_per_chunk: usize) -> Config<'a> {
@@ -124,6 +167,8 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         len = prog.len() as u32;
         top::load_program(dut, r as u8, &prog);
     }
+    let tagged = ws_common::mesh::step_program(dims, &map, c.b, c.b, true);
+    top::configure_tags(dut, tagged.tags());
 
     // The weight ingress: layers 0 … L−1 forward, then L−1 … 1 again for dx.
     let step = rng.random::<u16>();
@@ -204,5 +249,14 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         let want = range.len() as u64 * (macs + dx_macs + 2 + grad_words) + loss;
         assert_eq!(got, want, "{ctx}: PE {r}: FMA issues");
     }
+    check_phases(&ctx, &out, tagged.as_slice(), tagged.tags(), step, fmas, |op, k, m| {
+        // FWD and DX run every slot (an empty PE one junk slot), GRAD every sample.
+        let slots: usize = (0..routers).map(|r| pes.slots(r)).sum();
+        match op {
+            1 | 3 => Some((slots * k * m) as u64),
+            5 => Some((c.n * m * (k + 1)) as u64),
+            _ => None,
+        }
+    });
     StepMeasured { out, golden, fmas, ideal_macs: (c.n as u64) * (2 * macs + dx_macs) }
 }

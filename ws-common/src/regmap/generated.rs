@@ -3593,7 +3593,7 @@ pub mod trace {
     /// Fields of PROBE_EN.
     pub mod probe_en {
         use super::Field;
-        /// Bit i: stream probe i. (rw, bits 30:0).
+        /// Bit i < PARAMS.probes: stream probe i; bit PARAMS.probes + w: wafer w's FMA phase records. (rw, bits 30:0).
         pub const PROBES: Field = Field { shift: 0, width: 31 };
         /// MemoryX streamer records. (rw, bits 31:31).
         pub const STREAMER: Field = Field { shift: 31, width: 1 };
