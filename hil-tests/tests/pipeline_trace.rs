@@ -24,7 +24,8 @@ use host_driver::trace::{self, Clock, Trace};
 use host_driver::train::data::Dataset;
 use host_driver::train::{self, Board, GoldenBoard, Options, Summary, TrainConfig};
 use ws_common::ctrl::cmd::{TraceCtl, TraceOp, TRACE_ALL};
-use ws_common::trace::{Record, RecordKind, Source};
+use ws_common::mesh::TAG_NONE;
+use ws_common::trace::{PhaseOp, Record, RecordKind, Source};
 use ws_hdl::sim::SimProcess;
 
 const STEPS: u32 = 4;
@@ -63,6 +64,55 @@ fn shape(t: &Trace) -> Vec<(u8, u8, u16, u16, u16, u16)> {
 
 fn of(t: &Trace, s: Source, step: u16) -> impl Iterator<Item = &Record> {
     t.records.iter().filter(move |r| r.source == s && r.step == step)
+}
+
+/// Each wafer's FMA phases of every step: one record per instruction with FMAs (FWD and
+/// GRAD of every layer, DX above layer 0, LOSS, the metrics GRAD), tagged with its layer, and
+/// FMA counts that are what the shapes say: FWD and DX issue slots × K × M, GRAD samples ×
+/// M × (K + 1) and the metrics reduction 2 per sample, with the same slots and samples in
+/// every layer of a wafer, and the wafers' samples adding up to the batch.
+fn shows_the_phases(t: &Trace, dims: &[usize], batch: usize) {
+    let layers = dims.len() - 1;
+    for step in 1..=STEPS as u16 {
+        let mut samples = 0;
+        for w in 0..2u8 {
+            let ph: Vec<&Record> = of(t, Source::Wafer(w), step).collect();
+            let find = |op: PhaseOp, tag: u16| {
+                let v: Vec<&&Record> =
+                    ph.iter().filter(|r| PhaseOp::from_op(r.flit_kind) == op && r.layer == tag).collect();
+                assert_eq!(v.len(), 1, "step {step} wafer {w}: {} records of {op:?} tag {tag}", v.len());
+                assert!(v[0].kind == RecordKind::Phase && v[0].begin <= v[0].end && v[0].flits >= 1);
+                u64::from(v[0].aux)
+            };
+            let n = find(PhaseOp::Grad, TAG_NONE) / 2;
+            let slots = find(PhaseOp::Fwd, 0) / (dims[0] * dims[1]) as u64;
+            assert!(n >= 1 && slots >= n, "step {step} wafer {w}: {n} samples in {slots} slots");
+            for l in 0..layers {
+                let (k, m) = (dims[l] as u64, dims[l + 1] as u64);
+                assert_eq!(
+                    find(PhaseOp::Fwd, l as u16),
+                    slots * k * m,
+                    "step {step} wafer {w}: FWD L{l} FMAs"
+                );
+                assert_eq!(
+                    find(PhaseOp::Grad, l as u16),
+                    n * m * (k + 1),
+                    "step {step} wafer {w}: GRAD L{l} FMAs"
+                );
+                if l > 0 {
+                    assert_eq!(
+                        find(PhaseOp::Dx, l as u16),
+                        slots * k * m,
+                        "step {step} wafer {w}: DX L{l} FMAs"
+                    );
+                }
+            }
+            find(PhaseOp::Loss, layers as u16 - 1);
+            assert_eq!(ph.len(), 2 * layers + 2 + layers - 1, "step {step} wafer {w}: phase records");
+            samples += n;
+        }
+        assert_eq!(samples, batch as u64, "step {step}: the wafers' samples");
+    }
 }
 
 /// The trace shows the run: per step, weights down both wafers' ports, gradients up both,
@@ -116,6 +166,7 @@ fn traced_runs_back_to_back_are_whole_checked_and_change_nothing() {
         assert_eq!(state.lost, 0, "job {job}: records lost with a host reading channel 6");
         assert_eq!(t.records.len() as u32, state.records, "job {job}: records the unit wrote");
         shows_the_run(&t, s.run.layers() as u16);
+        shows_the_phases(&t, &s.run.dims, s.batch);
         shapes.push(shape(&t));
     }
     assert_eq!(shapes[0], shapes[1], "the same run traced twice holds the same records");
