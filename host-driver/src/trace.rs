@@ -16,7 +16,8 @@
 //!   counters of the chunks in flight in each block.
 //! - [`mod@check`]: the validator behind `wsctl trace --check`: lost records, overlapping spans
 //!   on one stream, chunks that entered a block and never left it, unpaired flows.
-//! - [`summary`]: busy cycles and utilisation per hop, and when each (layer, step) ran.
+//! - [`summary`]: busy cycles and utilisation per hop and per wafer, and when each (layer,
+//!   step) ran.
 
 pub mod check;
 pub mod links;
@@ -34,7 +35,7 @@ pub use check::{check, check_board, check_capture, check_perfetto, Problem, Repo
 pub use links::{kind_name, source_name, ChunkKey, Hop, Links};
 pub use log::{capture_beside, read_capture, to_bytes, write_capture, DecodeError, Lost, Trace, TraceLog};
 pub use perfetto::{json_text, to_perfetto, write_json};
-pub use summary::{summarize, summary_table, Phase, SourceUse, Summary};
+pub use summary::{summarize, summary_table, Phase, SourceUse, Summary, WaferUse};
 
 /// The board clock assumed when none is given: the simulated board's (boards/sim/board.toml,
 /// CV32E40P and the data plane at 50 MHz).

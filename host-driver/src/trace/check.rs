@@ -9,7 +9,9 @@
 //! hop with no records at all (its probe was off), which leaves the paths through it unchecked.
 //!
 //! The streamer's own records are not checked for overlap: it keeps up to 8 chunks in flight
-//! (docs/memoryx-store.md "Timing").
+//! (docs/memoryx-store.md "Timing"). Nor are a wafer's FMA phases: its PEs run skewed, so one PE
+//! starts instruction n + 1 while another still finishes n. A phase is checked on its own: it
+//! ends at or after it begins, and some PE issued an FMA in it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -18,6 +20,7 @@ use std::ops::RangeInclusive;
 use serde_json::Value;
 use ws_common::ctrl::cmd::TraceState;
 use ws_common::flit::Kind;
+use ws_common::mesh::TAG_NONE;
 use ws_common::trace::{Record, RecordKind, Source};
 
 use super::links::{source_name, ChunkKey, Hop, Links};
@@ -42,6 +45,23 @@ fn not_broadcast(_key: &ChunkKey, missing: &[u8]) -> String {
         "left on no port".to_string()
     } else {
         format!("never left on port(s) {}, which the chunks before and after it left on", ports(missing))
+    }
+}
+
+fn tag(layer: u16) -> String {
+    if layer == TAG_NONE {
+        "the metrics reduction".into()
+    } else {
+        format!("L{layer}")
+    }
+}
+
+fn kind_word(k: RecordKind) -> &'static str {
+    match k {
+        RecordKind::Chunk => "chunk",
+        RecordKind::Update => "update",
+        RecordKind::Read => "read",
+        RecordKind::Phase => "phase",
     }
 }
 
@@ -212,6 +232,34 @@ pub enum Problem {
         step: u16,
         /// The chunk.
         chunk: u16,
+    },
+    /// record {seq}: wafer {wafer}'s FMA phase of instruction {pc} ({layer}) {what}
+    #[error("record {seq}: wafer {wafer}'s FMA phase of instruction {pc} ({}) {what}", tag(*layer))]
+    BadPhase {
+        /// The record.
+        seq: u32,
+        /// The wafer.
+        wafer: u8,
+        /// The instruction's index.
+        pc: u16,
+        /// The instruction's layer tag.
+        layer: u16,
+        /// What is wrong: it ends before it begins, or counts no FMA or no PE.
+        what: &'static str,
+    },
+    /// record {seq}: a {kind} record from {hop}: only a wafer makes phase records, and a wafer makes nothing else
+    #[error(
+        "record {seq}: a {} record from {}: only a wafer makes phase records, and a wafer makes nothing else",
+        kind_word(*kind),
+        source_name(*hop)
+    )]
+    Misplaced {
+        /// The record.
+        seq: u32,
+        /// Its source.
+        hop: Source,
+        /// Its kind.
+        kind: RecordKind,
     },
     /// {have} has records but {missing} has none (its probe was off?), so chunks between them were not followed
     #[error("{have} has records but {missing} has none (its probe was off?), so chunks between them were not followed")]
@@ -400,6 +448,7 @@ pub fn check(trace: &Trace) -> Report {
         return Report { problems };
     }
     spans(records, &mut problems);
+    phases(records, &mut problems);
     let before = problems.len();
     paths(records, &mut problems);
     let incomplete = !trace.undecodable.is_empty() || trace.trailing_bytes != 0 || !trace.lost.is_empty();
@@ -475,6 +524,36 @@ fn spans(records: &[Record], problems: &mut Vec<Problem>) {
             if last.is_none_or(|p| r.end > p.end) {
                 last = Some(r);
             }
+        }
+    }
+}
+
+/// Each wafer FMA phase on its own: it ends at or after it begins, counts the FMAs its PEs
+/// issued and the PEs that issued one (a phase with neither is never recorded); and phase
+/// records come from wafers only.
+fn phases(records: &[Record], problems: &mut Vec<Problem>) {
+    for r in records {
+        let phase = r.kind == RecordKind::Phase;
+        let Source::Wafer(wafer) = r.source else {
+            if phase {
+                problems.push(Problem::Misplaced { seq: r.seq, hop: r.source, kind: r.kind });
+            }
+            continue;
+        };
+        if !phase {
+            problems.push(Problem::Misplaced { seq: r.seq, hop: r.source, kind: r.kind });
+            continue;
+        }
+        let (seq, pc, layer) = (r.seq, r.chunk, r.layer);
+        let mut bad = |what| problems.push(Problem::BadPhase { seq, wafer, pc, layer, what });
+        if r.end < r.begin {
+            bad("ends before it begins");
+        }
+        if r.aux == 0 {
+            bad("counts no FMA (aux 0)");
+        }
+        if r.flits == 0 {
+            bad("counts no PE that issued an FMA (flits 0)");
         }
     }
 }

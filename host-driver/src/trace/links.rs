@@ -28,6 +28,8 @@ use std::fmt;
 use ws_common::flit::Kind;
 use ws_common::trace::{Record, RecordKind, Source, MAX_PORTS};
 
+use crate::optim::SIM_SWARM_PORTS;
+
 /// A chunk as its flit header names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChunkKey {
@@ -77,7 +79,42 @@ pub fn source_name(s: Source) -> String {
         Source::MxStreamer => "MemoryX streamer".into(),
         Source::SwarmDownOut(p) => format!("SwarmX down out {p}"),
         Source::SwarmUpIn(p) => format!("SwarmX up in {p}"),
+        Source::Wafer(w) => format!("wafer {w} FMAs"),
     }
+}
+
+/// SwarmX's downstream ports as a capture shows them: one more than the highest port any
+/// record names, since wafer 0 sits on the highest port (wafer w on port PORTS − 1 − w,
+/// `ws_mx_block`) and every job runs on wafers 0 … W − 1; at least one more than the highest
+/// wafer; and [`SIM_SWARM_PORTS`] (the simulated board) when no record names a port.
+pub fn swarm_ports(records: &[Record]) -> u8 {
+    let mut port = None;
+    let mut wafer = None;
+    for r in records {
+        match r.source {
+            Source::SwarmDownOut(p) | Source::SwarmUpIn(p) => port = port.max(Some(p)),
+            Source::Wafer(w) => wafer = wafer.max(Some(w)),
+            _ => {}
+        }
+    }
+    let from_wafers = wafer.map_or(0, |w| w + 1);
+    match port {
+        Some(p) => (p + 1).max(from_wafers),
+        None => (SIM_SWARM_PORTS as u8).max(from_wafers),
+    }
+}
+
+/// The SwarmX port of wafer `wafer` on a node of `ports` downstream ports (PORTS − 1 − w), if
+/// it has one.
+pub fn wafer_port(ports: u8, wafer: u8) -> Option<u8> {
+    ports.checked_sub(1)?.checked_sub(wafer)
+}
+
+/// The commit cycle of an update record: the first cycle at or after its end whose low 32 bits
+/// are `aux`. The streamer commits after the lanes are done (t_done ≤ t_commit,
+/// docs/memoryx-store.md "Trace records").
+pub fn commit_cycle(r: &Record) -> u64 {
+    r.end + u64::from(r.aux.wrapping_sub(r.end as u32))
 }
 
 /// The place of a record on a chunk's path.
@@ -103,8 +140,8 @@ pub enum Hop {
     Read,
     /// Weights out of the streamer.
     WeightOut,
-    /// Not on a path the host follows: another flit kind on a stream, or a record kind a
-    /// source does not make.
+    /// Not on a path the host follows: another flit kind on a stream, a record kind a source
+    /// does not make, or a wafer's FMA phase.
     Other,
 }
 

@@ -8,7 +8,12 @@
 //! | MemoryX | gradients in, updates, stream reads, weights out |
 //! | Data mover | feed |
 //! | SwarmX | weights in (broadcast), gradients out (reduced) |
-//! | Wafer p (SwarmX port p) | weights in (SwarmX down-out p), gradients out (SwarmX up-in p) |
+//! | Wafer w (SwarmX port p) | weights in (SwarmX down-out p), gradients out (SwarmX up-in p), `FMAs: instr n` per program instruction n |
+//!
+//! Wafer w sits on port p = PORTS − 1 − w, PORTS the node's downstream ports as the capture
+//! shows them ([`swarm_ports`]). A wafer the capture gives no port (w ≥ PORTS) gets a process
+//! of its own, "Wafer w FMAs". A wafer's phases overlap each other (its PEs run skewed), so each
+//! instruction index has its own thread, where they do not.
 //!
 //! Every record is a complete slice (`"ph": "X"`). The streamer overlaps consecutive chunks
 //! (docs/memoryx-store.md "Timing"), and a slice must nest in or follow the one before it on
@@ -24,51 +29,74 @@
 //! lands on the nanosecond meant, and a slice that starts where the one before it ends does not
 //! overlap it by a nanosecond.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
-use ws_common::trace::{Record, RecordKind, Source};
+use ws_common::mesh::TAG_NONE;
+use ws_common::trace::{PhaseOp, Record, RecordKind, Source, MAX_PORTS};
 
-use super::links::{kind_name, Hop, Links};
+use super::links::{commit_cycle, kind_name, swarm_ports, wafer_port, Hop, Links};
 use super::{Clock, Trace, TraceError};
 
 const MX_PID: u32 = 1;
 const MOVER_PID: u32 = 2;
 const SWARM_PID: u32 = 3;
-const WAFER_PID_BASE: u32 = 16;
+/// Port p's process: the wafer behind SwarmX port p.
+const PORT_PID_BASE: u32 = 16;
+/// Wafer w's own process, for a wafer with no SwarmX port on a node of the capture's ports.
+const FMA_PID_BASE: u32 = PORT_PID_BASE + MAX_PORTS as u32;
 
 /// Where a record goes: a process, and a hop's place among the process's threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Place {
     pid: u32,
-    order: u8,
+    order: u32,
 }
 
-fn place(r: &Record) -> (Place, &'static str) {
+/// A record's place and its thread's name. A wafer's phases go to the process of its SwarmX
+/// port, one thread per instruction index after the port's two: the phases of one wafer
+/// overlap (its PEs run skewed), those of one instruction do not.
+fn place(r: &Record, ports: u8) -> (Place, Cow<'static, str>) {
     let (pid, order, name) = match (r.source, r.kind) {
-        (Source::MxGradIn, _) => (MX_PID, 0, "gradients in"),
-        (Source::MxStreamer, RecordKind::Update) => (MX_PID, 1, "updates"),
-        (Source::MxStreamer, RecordKind::Read) => (MX_PID, 2, "stream reads"),
-        (Source::MxStreamer, RecordKind::Chunk) => (MX_PID, 3, "streamer"),
-        (Source::MxWeightOut, _) => (MX_PID, 4, "weights out"),
-        (Source::MoverFeed, _) => (MOVER_PID, 0, "feed"),
-        (Source::SwarmDownIn, _) => (SWARM_PID, 0, "weights in (broadcast)"),
-        (Source::SwarmUpOut, _) => (SWARM_PID, 1, "gradients out (reduced)"),
-        (Source::SwarmDownOut(p), _) => (WAFER_PID_BASE + u32::from(p), 0, "weights in"),
-        (Source::SwarmUpIn(p), _) => (WAFER_PID_BASE + u32::from(p), 1, "gradients out"),
+        (Source::MxGradIn, _) => (MX_PID, 0, "gradients in".into()),
+        (Source::MxStreamer, RecordKind::Update) => (MX_PID, 1, "updates".into()),
+        (Source::MxStreamer, RecordKind::Read) => (MX_PID, 2, "stream reads".into()),
+        (Source::MxStreamer, RecordKind::Chunk | RecordKind::Phase) => (MX_PID, 3, "streamer".into()),
+        (Source::MxWeightOut, _) => (MX_PID, 4, "weights out".into()),
+        (Source::MoverFeed, _) => (MOVER_PID, 0, "feed".into()),
+        (Source::SwarmDownIn, _) => (SWARM_PID, 0, "weights in (broadcast)".into()),
+        (Source::SwarmUpOut, _) => (SWARM_PID, 1, "gradients out (reduced)".into()),
+        (Source::SwarmDownOut(p), _) => (PORT_PID_BASE + u32::from(p), 0, "weights in".into()),
+        (Source::SwarmUpIn(p), _) => (PORT_PID_BASE + u32::from(p), 1, "gradients out".into()),
+        (Source::Wafer(w), _) => {
+            let pid = match wafer_port(ports, w) {
+                Some(p) => PORT_PID_BASE + u32::from(p),
+                None => FMA_PID_BASE + u32::from(w),
+            };
+            (pid, 2 + u32::from(r.chunk), format!("FMAs: instr {}", r.chunk).into())
+        }
     };
     (Place { pid, order }, name)
 }
 
-fn process(pid: u32) -> (String, u32) {
+/// A process's name and sort index. Port p's process is named after the wafer behind it.
+fn process(pid: u32, ports: u8) -> (String, u32) {
     match pid {
         MX_PID => ("MemoryX".into(), 0),
         MOVER_PID => ("Data mover".into(), 1),
         SWARM_PID => ("SwarmX".into(), 2),
+        p if p >= FMA_PID_BASE => {
+            let w = p - FMA_PID_BASE;
+            (format!("Wafer {w} FMAs"), 3 + 2 * u32::from(MAX_PORTS) + w)
+        }
         p => {
-            let port = p - WAFER_PID_BASE;
-            (format!("Wafer {port} (SwarmX port {port})"), 3 + port)
+            let port = (p - PORT_PID_BASE) as u8;
+            match u32::from(ports).checked_sub(1 + u32::from(port)) {
+                Some(w) => (format!("Wafer {w} (SwarmX port {port})"), 3 + w),
+                None => (format!("SwarmX port {port}"), 3 + u32::from(MAX_PORTS) + u32::from(port)),
+            }
         }
     }
 }
@@ -82,10 +110,10 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(records: &[Record]) -> Self {
-        let mut by_place: BTreeMap<Place, (&'static str, Vec<usize>)> = BTreeMap::new();
+    fn new(records: &[Record], ports: u8) -> Self {
+        let mut by_place: BTreeMap<Place, (Cow<'static, str>, Vec<usize>)> = BTreeMap::new();
         for (i, r) in records.iter().enumerate() {
-            let (p, name) = place(r);
+            let (p, name) = place(r, ports);
             by_place.entry(p).or_insert((name, Vec::new())).1.push(i);
         }
         let mut track = vec![(0, 0); records.len()];
@@ -110,6 +138,7 @@ impl Layout {
                 lane_of.push(lane);
             }
             let tid0 = *next_tid.entry(p.pid).or_insert(1);
+            let name: &str = &name;
             for lane in 0..lane_free.len() {
                 let tname = if lane == 0 { name.to_string() } else { format!("{name} #{}", lane + 1) };
                 threads.insert((p.pid, tid0 + lane as u32), tname);
@@ -145,20 +174,28 @@ impl Time {
     }
 }
 
-/// The name of a record's slice: `L{layer} c{chunk} {weights|gradients|update|read}`.
+/// The name of a record's slice: `L{layer} c{chunk} {weights|gradients|update|read}`, and for
+/// a wafer's phase `L{layer} {fwd|dx|grad|loss|op N}`, `metrics grad` for the metrics
+/// reduction.
 fn slice_name(r: &Record) -> String {
     let what = match r.kind {
         RecordKind::Update => "update",
         RecordKind::Read => "read",
         RecordKind::Chunk => kind_name(r.flit_kind),
+        RecordKind::Phase => {
+            let op = PhaseOp::from_op(r.flit_kind);
+            let name = match op {
+                PhaseOp::Other(n) => format!("op {n}"),
+                op => op.name().to_string(),
+            };
+            return if r.layer == TAG_NONE {
+                format!("metrics {name}")
+            } else {
+                format!("L{} {name}", r.layer)
+            };
+        }
     };
     format!("L{} c{} {what}", r.layer, r.chunk)
-}
-
-/// The commit cycle of an update record: the first cycle at or after its end whose low 32
-/// bits are `aux` (the streamer commits after the lanes are done).
-fn commit_cycle(r: &Record) -> u64 {
-    r.end + u64::from(r.aux.wrapping_sub(r.end as u32))
 }
 
 /// Chunks in flight in one block: (entered, left) cycles, `None` when the chunk never left.
@@ -216,7 +253,8 @@ pub fn to_perfetto(trace: &Trace, clock: Clock) -> Value {
     let records = &trace.records;
     let origin = trace.first_cycle().unwrap_or(0);
     let time = Time { clock, origin };
-    let layout = Layout::new(records);
+    let ports = swarm_ports(records);
+    let layout = Layout::new(records, ports);
     let links = Links::new(records);
     let mut events = Vec::new();
 
@@ -226,7 +264,7 @@ pub fn to_perfetto(trace: &Trace, clock: Clock) -> Value {
         p
     };
     for &pid in &pids {
-        let (name, sort) = process(pid);
+        let (name, sort) = process(pid, ports);
         events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}));
         events.push(
             json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}}),
@@ -246,7 +284,20 @@ pub fn to_perfetto(trace: &Trace, clock: Clock) -> Value {
         let r = &records[i];
         let (pid, tid) = layout.track[i];
         let (ts, dur) = time.slice(r);
-        let mut args = json!({
+        let mut args = if r.kind == RecordKind::Phase {
+            json!({
+                "fmas": r.aux,
+                "PEs": r.flits,
+                "step": r.step,
+                "pc": r.chunk,
+                "layer": r.layer,
+                "op": r.flit_kind,
+                "seq": r.seq,
+                "begin_cycle": r.begin,
+                "end_cycle": r.end,
+            })
+        } else {
+            json!({
             "layer": r.layer,
             "chunk": r.chunk,
             "step": r.step,
@@ -254,7 +305,8 @@ pub fn to_perfetto(trace: &Trace, clock: Clock) -> Value {
             "seq": r.seq,
             "begin_cycle": r.begin,
             "end_cycle": r.end,
-        });
+            })
+        };
         if r.kind == RecordKind::Update {
             args["commit_cycle"] = json!(commit_cycle(r));
         }
@@ -262,6 +314,7 @@ pub fn to_perfetto(trace: &Trace, clock: Clock) -> Value {
             RecordKind::Chunk => kind_name(r.flit_kind),
             RecordKind::Update => "update",
             RecordKind::Read => "read",
+            RecordKind::Phase => "fma",
         };
         events.push(json!({
             "ph": "X", "name": slice_name(r), "cat": cat, "pid": pid, "tid": tid,

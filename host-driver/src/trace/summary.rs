@@ -1,5 +1,5 @@
 //! What a trace says about the pipeline in a few numbers: how busy each hop was over the
-//! trace, and when each (layer, step) ran.
+//! trace, how busy each wafer's PEs were, and when each (layer, step) ran.
 //!
 //! Cycles are inclusive: a record's span covers cycles `begin ..= end`, so a chunk of n flits
 //! at one flit per cycle is busy n cycles.
@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use ws_common::flit::Kind;
+use ws_common::mesh::TAG_NONE;
 use ws_common::trace::{Record, RecordKind, Source};
 
 use super::links::source_name;
@@ -26,6 +27,25 @@ pub struct SourceUse {
     pub utilisation: f64,
 }
 
+/// One wafer's FMA phases over the trace's span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaferUse {
+    /// The wafer.
+    pub wafer: u8,
+    /// Its phase records.
+    pub phases: usize,
+    /// Its PEs: the most that issued an FMA in any one phase.
+    pub pes: u16,
+    /// FMAs issued, over all its phases.
+    pub fmas: u64,
+    /// Cycles in which at least one of its phases was open (some PE was computing).
+    pub busy_cycles: u64,
+    /// `busy_cycles` over the trace's span, 0 to 1.
+    pub utilisation: f64,
+    /// `fmas` over `pes` × the trace's span: the share of the PEs' cycles that issued an FMA.
+    pub fma_utilisation: f64,
+}
+
 /// First and last cycle of one (layer, step), over every hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phase {
@@ -41,6 +61,8 @@ pub struct Phase {
     pub weights: Option<(u64, u64)>,
     /// First and last cycle of its gradient chunks (and the streamer's updates), if any.
     pub gradients: Option<(u64, u64)>,
+    /// First and last cycle of its FMA phases on any wafer, if any.
+    pub fmas: Option<(u64, u64)>,
 }
 
 /// The numbers of a trace.
@@ -56,14 +78,16 @@ pub struct Summary {
     pub last_cycle: Option<u64>,
     /// Cycles from the first to the last, both counted (0 for an empty trace).
     pub span_cycles: u64,
-    /// Per hop, in [`Source`] order.
+    /// Per hop, in [`Source`] order (the wafers' phases are in `wafers`).
     pub sources: Vec<SourceUse>,
+    /// Per wafer with phase records, by wafer.
+    pub wafers: Vec<WaferUse>,
     /// Per (layer, step), by first cycle.
     pub phases: Vec<Phase>,
 }
 
 /// Cycles covered by the union of inclusive spans.
-fn union_cycles(mut spans: Vec<(u64, u64)>) -> u64 {
+pub(super) fn union_cycles(mut spans: Vec<(u64, u64)>) -> u64 {
     spans.sort_unstable();
     let mut total = 0;
     let mut open: Option<(u64, u64)> = None;
@@ -98,8 +122,22 @@ pub fn summarize(trace: &Trace) -> Summary {
     };
     let mut by_source: BTreeMap<Source, Vec<(u64, u64)>> = BTreeMap::new();
     let mut phases: BTreeMap<(u16, u16), Phase> = BTreeMap::new();
+    // Per wafer: spans, PEs, FMAs.
+    type Phases = (Vec<(u64, u64)>, u16, u64);
+    let mut wafers: BTreeMap<u8, Phases> = BTreeMap::new();
     for r in records {
-        by_source.entry(r.source).or_default().push((r.begin, r.end));
+        if let (Source::Wafer(w), RecordKind::Phase) = (r.source, r.kind) {
+            let e = wafers.entry(w).or_default();
+            e.0.push((r.begin, r.end));
+            e.1 = e.1.max(r.flits);
+            e.2 += u64::from(r.aux);
+            // The metrics reduction is no layer's.
+            if r.layer == TAG_NONE {
+                continue;
+            }
+        } else {
+            by_source.entry(r.source).or_default().push((r.begin, r.end));
+        }
         let p = phases.entry((r.layer, r.step)).or_insert(Phase {
             layer: r.layer,
             step: r.step,
@@ -107,6 +145,7 @@ pub fn summarize(trace: &Trace) -> Summary {
             last_cycle: r.end,
             weights: None,
             gradients: None,
+            fmas: None,
         });
         p.first_cycle = p.first_cycle.min(r.begin);
         p.last_cycle = p.last_cycle.max(r.end);
@@ -115,11 +154,12 @@ pub fn summarize(trace: &Trace) -> Summary {
             RecordKind::Update => Some(false),
             RecordKind::Chunk if r.flit_kind == Kind::Weight as u8 => Some(true),
             RecordKind::Chunk if r.flit_kind == Kind::Gradient as u8 => Some(false),
-            RecordKind::Chunk => None,
+            RecordKind::Chunk | RecordKind::Phase => None,
         };
         match weights {
             Some(true) => widen(&mut p.weights, r),
             Some(false) => widen(&mut p.gradients, r),
+            None if r.kind == RecordKind::Phase => widen(&mut p.fmas, r),
             None => {}
         }
     }
@@ -132,6 +172,23 @@ pub fn summarize(trace: &Trace) -> Summary {
             SourceUse { source, records, busy_cycles, utilisation }
         })
         .collect();
+    let span = span_cycles.max(1) as f64;
+    let wafers = wafers
+        .into_iter()
+        .map(|(wafer, (spans, pes, fmas))| {
+            let phases = spans.len();
+            let busy_cycles = union_cycles(spans);
+            WaferUse {
+                wafer,
+                phases,
+                pes,
+                fmas,
+                busy_cycles,
+                utilisation: busy_cycles as f64 / span,
+                fma_utilisation: fmas as f64 / (f64::from(pes.max(1)) * span),
+            }
+        })
+        .collect();
     let mut phases: Vec<Phase> = phases.into_values().collect();
     phases.sort_by_key(|p| (p.first_cycle, p.step, p.layer));
     Summary {
@@ -141,6 +198,7 @@ pub fn summarize(trace: &Trace) -> Summary {
         last_cycle,
         span_cycles,
         sources,
+        wafers,
         phases,
     }
 }
@@ -164,6 +222,21 @@ pub fn summary_table(s: &Summary, clock: Clock) -> String {
                 u.records.to_string(),
                 u.busy_cycles.to_string(),
                 format!("{:.1}", 100.0 * u.utilisation),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    if !s.wafers.is_empty() {
+        let mut t = Table::new(["wafer", "phases", "PEs", "FMAs", "busy cycles", "busy %", "FMA use %"]);
+        for u in &s.wafers {
+            t.row([
+                u.wafer.to_string(),
+                u.phases.to_string(),
+                u.pes.to_string(),
+                u.fmas.to_string(),
+                u.busy_cycles.to_string(),
+                format!("{:.1}", 100.0 * u.utilisation),
+                format!("{:.1}", 100.0 * u.fma_utilisation),
             ]);
         }
         out.push_str(&t.render());

@@ -258,10 +258,10 @@ fn the_perfetto_json_has_the_tracks_slices_and_flows() {
             "MemoryX / weights out",
             "SwarmX / gradients out (reduced)",
             "SwarmX / weights in (broadcast)",
-            "Wafer 2 (SwarmX port 2) / gradients out",
-            "Wafer 2 (SwarmX port 2) / weights in",
-            "Wafer 3 (SwarmX port 3) / gradients out",
-            "Wafer 3 (SwarmX port 3) / weights in",
+            "Wafer 0 (SwarmX port 3) / gradients out",
+            "Wafer 0 (SwarmX port 3) / weights in",
+            "Wafer 1 (SwarmX port 2) / gradients out",
+            "Wafer 1 (SwarmX port 2) / weights in",
         ]
     );
 
@@ -396,7 +396,7 @@ fn overlapping_spans_on_one_source_are_caught() {
     assert!(report.to_string().contains(&format!("before record {a} there ends")));
     // The timeline still opens: the overlapping span gets a thread of its own.
     let json = to_perfetto(&t, Clock::default());
-    assert!(track_names(&json).values().any(|n| n == "Wafer 3 (SwarmX port 3) / weights in #2"));
+    assert!(track_names(&json).values().any(|n| n == "Wafer 0 (SwarmX port 3) / weights in #2"));
     assert!(check_perfetto(&json).problems.is_empty());
 }
 
