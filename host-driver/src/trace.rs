@@ -18,11 +18,15 @@
 //!   on one stream, chunks that entered a block and never left it, unpaired flows.
 //! - [`summary`]: busy cycles and utilisation per hop and per wafer, and when each (layer,
 //!   step) ran.
+//! - [`pipeline`]: `wsctl check-pipeline`: the updates hidden under the wafers' compute, the
+//!   iteration-boundary bubble and its stages against a bound, the step against an ideal, each
+//!   hop's and wafer's use over the training steps, and a verdict.
 
 pub mod check;
 pub mod links;
 pub mod log;
 pub mod perfetto;
+pub mod pipeline;
 pub mod summary;
 
 #[cfg(test)]
@@ -35,6 +39,7 @@ pub use check::{check, check_board, check_capture, check_perfetto, Problem, Repo
 pub use links::{kind_name, source_name, ChunkKey, Hop, Links};
 pub use log::{capture_beside, read_capture, to_bytes, write_capture, DecodeError, Lost, Trace, TraceLog};
 pub use perfetto::{json_text, to_perfetto, write_json};
+pub use pipeline::{check_pipeline, PipelineDepths, PipelineError, PipelineOptions, PipelineReport};
 pub use summary::{summarize, summary_table, Phase, SourceUse, Summary, WaferUse};
 
 /// The board clock assumed when none is given: the simulated board's (boards/sim/board.toml,
@@ -84,6 +89,9 @@ pub enum TraceError {
         /// The path given.
         path: PathBuf,
     },
+    /// The pipeline check failed or could not judge the capture.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
     /// the trace check found {errors} error(s), the first: {first}
     #[error("the trace check found {errors} error(s), the first: {first}")]
     CheckFailed {

@@ -1,6 +1,7 @@
 //! `wsctl`: the weightstream command line. One module per subcommand; each parses its
 //! arguments, calls `host_driver`, and prints. Everything worth testing lives in the library.
 
+mod check_pipeline;
 mod completions;
 mod ctx;
 mod debug;
@@ -95,6 +96,10 @@ enum Cmd {
     /// A pipeline trace capture (link channel 6, .wstrace) as a Perfetto timeline, with each
     /// hop's use; --check validates it.
     Trace(trace::Args),
+    /// The pipeline check of a trace capture: updates hidden under the wafers' compute, the
+    /// iteration-boundary bubble and its stages against the bound, step time against an ideal,
+    /// each hop's and wafer's use; fails when the bubble is above the bound.
+    CheckPipeline(check_pipeline::Args),
     /// List the link devices attached to this machine (USB FTDI/FT60x/vendor bulk, XDMA,
     /// serial) and whether this user may open them.
     Devices(devices::Args),
@@ -125,6 +130,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Mesh(c) => mesh::run(&ctx, c),
         Cmd::Train(a) => train::run(&ctx, *a),
         Cmd::Trace(a) => trace::run(a),
+        Cmd::CheckPipeline(a) => check_pipeline::run(a),
         Cmd::Devices(a) => devices::run(a),
         Cmd::Completions(a) => completions::run(a),
     }
