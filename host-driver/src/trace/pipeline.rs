@@ -51,9 +51,17 @@ pub struct PipelineDepths {
 }
 
 impl PipelineDepths {
-    /// The simulated board's depths. Placeholders until each stage is measured on its own.
+    /// The simulated board's depths, from each block's own measurements:
+    /// - update 76: the optimizer lanes' 46 cycles (docs/memoryx.md) and about 30 from the
+    ///   last result to its store write's acknowledgement (docs/memoryx-store.md, "committed"
+    ///   against "update done");
+    /// - store read 40: the simulated store's 24 cycles of read latency and the streamer's 16
+    ///   (docs/memoryx-store.md, "Update-to-first-weight-out latency");
+    /// - switch 2: SwarmX's broadcast registers a flit once on the way in and once out;
+    /// - mesh ingress 8: the edge link, the router hops to the farthest PE of a 2 × 2 wafer
+    ///   and the PE's operand stages before its first FMA issue.
     pub const fn simulated() -> Self {
-        Self { update: 40, store_read: 16, switch: 8, mesh_ingress: 24 }
+        Self { update: 76, store_read: 40, switch: 2, mesh_ingress: 8 }
     }
 
     /// The depths' sum.
