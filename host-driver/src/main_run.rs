@@ -129,6 +129,13 @@ pub fn jobs(dir: &Path, seed: u64, train: TrainLength) -> Vec<Job> {
                 &["train", flag, &n, "--seed", &s, "--out-dir", &d("train"), "--trace", &d("train/trace.json")],
             )
         },
+        job(
+            Some(
+                "the pipeline of that run from its hardware trace: updates hidden under compute, the \
+                 iteration-boundary bubble and the stage that stretches it (docs/trace.md \"check-pipeline\")",
+            ),
+            &["check-pipeline", &d("train/trace.wstrace"), "--report-only"],
+        ),
         job(None, &["mx", "status"]),
     ]
 }

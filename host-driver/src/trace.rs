@@ -39,7 +39,7 @@ pub use check::{check, check_board, check_capture, check_perfetto, Problem, Repo
 pub use links::{kind_name, source_name, ChunkKey, Hop, Links};
 pub use log::{capture_beside, read_capture, to_bytes, write_capture, DecodeError, Lost, Trace, TraceLog};
 pub use perfetto::{json_text, to_perfetto, write_json};
-pub use pipeline::{check_pipeline, PipelineDepths, PipelineError, PipelineOptions, PipelineReport};
+pub use pipeline::{check_pipeline, PipelineDepths, PipelineError, PipelineOptions, PipelineReport, Verdict};
 pub use summary::{summarize, summary_table, Phase, SourceUse, Summary, WaferUse};
 
 /// The board clock assumed when none is given: the simulated board's (boards/sim/board.toml,

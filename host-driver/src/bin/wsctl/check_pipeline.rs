@@ -24,6 +24,11 @@ pub struct Args {
     /// The bubble's bound in cycles, in place of twice the simulated board's pipeline depths.
     #[arg(long, value_name = "CYCLES")]
     bound: Option<u64>,
+    /// Print the verdict but exit 0 when the bubble is over the bound (a capture with nothing
+    /// to measure still fails). `cargo xtask run` uses it while the next step's layer-0
+    /// weights are read back from the store (docs/trace.md "check-pipeline").
+    #[arg(long)]
+    report_only: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -41,6 +46,11 @@ pub fn run(a: Args) -> Result<()> {
     let opts = PipelineOptions { clock, ideal: a.ideal, bound: a.bound, ..PipelineOptions::default() };
     let report = check_pipeline(&t.records, &opts);
     print!("{}", report.render());
-    report.result().with_context(|| format!("the pipeline check of {}", a.file.display()))?;
+    match report.result() {
+        Err(e @ trace::PipelineError::Bubble { .. }) if a.report_only => {
+            eprintln!("warning (--report-only): {e}");
+        }
+        r => r.with_context(|| format!("the pipeline check of {}", a.file.display()))?,
+    }
     Ok(())
 }

@@ -73,6 +73,21 @@ pub fn write_run_trace(path: &Path, state: &TraceState, bytes: &[u8], clock_hz: 
     print!("{}", trace::summary_table(&trace::summarize(&t), clock));
     let report = trace::check_capture(&t, &json, Some(state));
     print!("{}", report.render(SHOWN));
+    // The pipeline's verdict in a line; `wsctl check-pipeline` prints its tables.
+    let pipe = trace::check_pipeline(&t.records, &trace::PipelineOptions { clock, ..Default::default() });
+    match pipe.result() {
+        Ok(()) => {
+            let bubble = match &pipe.verdict {
+                trace::Verdict::Pass { bubble } | trace::Verdict::Fail { bubble, .. } => bubble.to_string(),
+                trace::Verdict::Unmeasured { .. } => "?".into(),
+            };
+            println!(
+                "pipeline: the bubble is {bubble} cycles, within the bound; `wsctl check-pipeline {}` for the tables",
+                raw.display()
+            )
+        }
+        Err(e) => println!("pipeline: {e}; `wsctl check-pipeline {}` for the tables", raw.display()),
+    }
     let errors = report.errors().count();
     if errors > 0 {
         eprintln!(
