@@ -20,7 +20,9 @@
 //          header the gradient egress would have given them;
 //   m_r_*  results egress (DUMP), the east link of router (P-1, Q-1), color 2;
 //   s_x_*  sample ingress: s_x_user = {pe[7:0], address[14:0]} writes one word of that PE's
-//          SRAM (taken only while cfg_valid is low).
+//          SRAM through its sample port (ws_mesh_pe x_*), also while it runs a program; taken
+//          while cfg_valid is low and the PE's sample buffer has room (a word for no PE is
+//          taken and dropped).
 // Which way each color goes is the route tables' business (ws_hdl::mesh_top::routes writes
 // them through rt_cfg_*); this module only wires the tiles and the edges.
 //
@@ -542,17 +544,22 @@ module ws_mesh #(
     );
 
     // ---------------------------------------------------------------- PEs
-    wire sample_fire = s_x_valid && !cfg_valid;
-    assign s_x_ready = !cfg_valid;
-    wire [15:0] pe_addr = cfg_valid ? cfg_addr : {1'b1, s_x_user[14:0]};
-    wire [31:0] pe_data = cfg_valid ? cfg_data : s_x_data;
+    wire [R-1:0] pe_x_ready;
+    wire [7:0]   x_pe = s_x_user[22:15];
+    reg x_target_ready;
+    integer xr;
+    always @* begin
+        x_target_ready = 1'b1;   // no PE there: taken and dropped
+        for (xr = 0; xr < R; xr = xr + 1)
+            if ({24'd0, x_pe} == 32'(xr)) x_target_ready = pe_x_ready[xr];
+    end
+    assign s_x_ready = !cfg_valid && x_target_ready;
 
     genvar gr;
     generate
         for (gr = 0; gr < R; gr = gr + 1) begin : gen_pe
             localparam [31:0] GR32 = gr;
-            wire sel = (cfg_valid && (cfg_pe == GR32[7:0] || cfg_pe == 8'hff))
-                       || (sample_fire && s_x_user[22:15] == GR32[7:0]);
+            wire sel = cfg_valid && (cfg_pe == GR32[7:0] || cfg_pe == 8'hff);
             // Color 0 is weights in only, color 1 both ways, color 2 results out only.
             assign sl_valid[gr*C + 0] = 1'b0;
             assign sl_data[(gr*C + 0)*32 +: 32] = 32'd0;
@@ -574,8 +581,12 @@ module ws_mesh #(
                 .clk(clk),
                 .rst(rst),
                 .cfg_valid(sel),
-                .cfg_addr(pe_addr),
-                .cfg_data(pe_data),
+                .cfg_addr(cfg_addr),
+                .cfg_data(cfg_data),
+                .x_valid(s_x_valid && !cfg_valid && x_pe == GR32[7:0]),
+                .x_ready(pe_x_ready[gr]),
+                .x_addr(s_x_user[14:0]),
+                .x_data(s_x_data),
                 .s_valid(ml_valid[gr*C + 0]),
                 .s_ready(ml_ready[gr*C + 0]),
                 .s_data(ml_data[(gr*C + 0)*32 +: 32]),

@@ -34,13 +34,20 @@
 //
 // Configuration (cfg_valid with cfg_addr/cfg_data, always accepted, write only):
 //   0x0000            CTRL: bit 0 start, bit 1 clear (status and the range flag),
-//                     bits [31:16] program length (instructions);
+//                     bits [15:8] the first instruction (base), bits [31:16] program length
+//                     (instructions base .. base + length - 1 run);
 //   0x1000 + 4n + w   word w (0..2) of instruction n;
-//   0x8000 + a        SRAM word a (loading samples), only while the PE is idle.
+//   0x8000 + a        SRAM word a, only while the PE is idle.
+// Samples (x_*): one SRAM word per handshake, at any time, also while a program runs: a
+// one-word buffer takes it (x_ready while it is empty) and writes it into the SRAM in the
+// first cycle the datapath does not write, so a program never waits for a sample. What a
+// running program reads is the program's business: the firmware writes only the sample
+// buffer the running step does not use (docs/mesh-pe.md "Samples while running"). An address
+// past the SRAM is dropped and sets the range flag, as a cfg write there does.
 // A start first checks every instruction (one per cycle) and refuses the whole program, with
 // stat_err, stat_err_code and stat_err_pc, before anything runs:
-//   1 a program or SRAM write since the last clear fell outside the PE's memory (or came
-//     while busy); 2 program length 0 or > PROG_DEPTH; 3 unknown op or reserved bits set;
+//   1 a program or SRAM write since the last clear fell outside the PE's memory (or a cfg
+//     write came while busy); 2 program length 0, or base + length > PROG_DEPTH; 3 unknown op or reserved bits set;
 //   4 a zero B, K, M or count where one is needed; 5 B > MAX_B; 6 the source region passes
 //   SRAM_WORDS; 7 the destination region passes SRAM_WORDS; 8 a region that is written
 //   overlaps one that is read.
@@ -83,6 +90,12 @@ module ws_mesh_pe #(
     input  wire                 cfg_valid,
     input  wire [15:0]          cfg_addr,
     input  wire [31:0]          cfg_data,
+
+    // Samples: SRAM word x_addr (bits 14:0) = x_data, accepted while running too.
+    input  wire                 x_valid,
+    output wire                 x_ready,
+    input  wire [14:0]          x_addr,
+    input  wire [31:0]          x_data,
 
     // Weight words (the router's local output, color 0).
     input  wire                 s_valid,
@@ -170,7 +183,8 @@ module ws_mesh_pe #(
     reg [31:0] prog_w2 [0:PROG_DEPTH-1];
 
     reg [3:0]  state_reg;
-    reg [15:0] prog_len_reg;
+    reg [15:0] prog_base_reg;  // the first instruction
+    reg [15:0] prog_end_reg;   // one past the last
     reg [15:0] pc_reg;
     reg        range_err_reg;  // a write fell outside the program store or the SRAM
 
@@ -479,7 +493,7 @@ module ws_mesh_pe #(
     // LOSS (op 6) runs ws_mesh_loss on the PE's own FMA and SRAM ports; nothing else issues
     // or touches the SRAM while it runs.
     wire          lossop = state_reg == S_LOSS;
-    wire          lo_start = state_reg == S_FETCH && pc_reg != prog_len_reg && i_op == OP_LOSS;
+    wire          lo_start = state_reg == S_FETCH && pc_reg != prog_end_reg && i_op == OP_LOSS;
     wire          lo_done;
     wire          lo_rd_en;
     wire [AW-1:0] lo_raddr;
@@ -527,6 +541,24 @@ module ws_mesh_pe #(
     wire          sram_we = ret_we || mk_we || cfg_sram_we;
     wire [AW-1:0] sram_waddr = ret_we ? ret_y : mk_we ? mk_wa_reg : cfg_addr[AW-1:0];
     wire [31:0]   sram_wdata = ret_we ? ret_act : mk_we ? mk_val : cfg_data;
+
+    // The sample buffer: one word, written in a cycle the datapath leaves the port free.
+    reg           xb_valid_reg;
+    reg [AW-1:0]  xb_addr_reg;
+    reg [31:0]    xb_data_reg;
+    wire          x_in_range = {10'd0, x_addr} < SRAM_END;
+    wire          x_fire = x_valid && x_ready;
+    wire          xb_drain = xb_valid_reg && !sram_we && !lo_we;
+    assign x_ready = !xb_valid_reg || xb_drain;
+    always @(posedge clk) begin
+        if (x_fire && x_in_range) begin
+            xb_addr_reg <= x_addr[AW-1:0];
+            xb_data_reg <= x_data;
+        end
+        if (rst) xb_valid_reg <= 1'b0;
+        else if (x_fire) xb_valid_reg <= x_in_range;
+        else if (xb_drain) xb_valid_reg <= 1'b0;
+    end
     wire          g_rd = g_issue && g_j != 17'd0;
     wire          rows_rd = rows_issue && (fwd || !h_first_reg);
     wire [AW-1:0] sram_raddr = dump ? dm_addr_reg : ld_issue ? ld_addr_reg : maskop ? (mk_phase_reg ? mk_d_reg : mk_y_reg)
@@ -536,9 +568,9 @@ module ws_mesh_pe #(
         .WORDS(SRAM_WORDS)
     ) sram_inst (
         .clk(clk),
-        .wr_en(sram_we || lo_we),
-        .wr_addr(lossop ? lo_waddr : sram_waddr),
-        .wr_data(lossop ? lo_wdata : sram_wdata),
+        .wr_en(sram_we || lo_we || xb_drain),
+        .wr_addr(lo_we ? lo_waddr : sram_we ? sram_waddr : xb_addr_reg),
+        .wr_data(lo_we ? lo_wdata : sram_we ? sram_wdata : xb_data_reg),
         .rd_en(rows_rd || g_rd || dm_issue || ld_issue || mk_issue || lo_rd_en),
         .rd_addr(lossop ? lo_raddr : sram_raddr),
         .rd_data(sram_rd_data)
@@ -714,7 +746,8 @@ module ws_mesh_pe #(
     always @(posedge clk) begin
         if (rst) begin
             state_reg <= S_IDLE;
-            prog_len_reg <= 16'd0;
+            prog_base_reg <= 16'd0;
+            prog_end_reg <= 16'd0;
             pc_reg <= 16'd0;
             range_err_reg <= 1'b0;
             stat_done <= 1'b0;
@@ -748,7 +781,8 @@ module ws_mesh_pe #(
             mk_phase_reg <= 1'b0;
             mk_rv_reg <= 1'b0;
         end else begin
-            if ((cfg_prog && !(prog_in_range && idle)) || (cfg_sram && !cfg_sram_we)) range_err_reg <= 1'b1;
+            if ((cfg_prog && !(prog_in_range && idle)) || (cfg_sram && !cfg_sram_we) || (x_fire && !x_in_range))
+                range_err_reg <= 1'b1;
 
             case (state_reg)
                 S_IDLE: begin
@@ -760,8 +794,9 @@ module ws_mesh_pe #(
                         stat_err_pc <= 16'd0;
                     end
                     if (cfg_ctrl && cfg_data[0]) begin
-                        prog_len_reg <= cfg_data[31:16];
-                        pc_reg <= 16'd0;
+                        prog_base_reg <= {8'd0, cfg_data[15:8]};
+                        prog_end_reg <= {8'd0, cfg_data[15:8]} + cfg_data[31:16];
+                        pc_reg <= {8'd0, cfg_data[15:8]};
                         stat_done <= 1'b0;
                         stat_err <= 1'b0;
                         stat_err_code <= 4'd0;
@@ -769,7 +804,8 @@ module ws_mesh_pe #(
                         if (range_err_reg && !cfg_data[1]) begin
                             stat_err <= 1'b1;
                             stat_err_code <= ERR_RANGE;
-                        end else if (cfg_data[31:16] == 16'd0 || cfg_data[31:16] > DEPTH16) begin
+                        end else if (cfg_data[31:16] == 16'd0
+                                     || {1'b0, cfg_data[31:16]} + {9'd0, cfg_data[15:8]} > {1'b0, DEPTH16}) begin
                             stat_err <= 1'b1;
                             stat_err_code <= ERR_LEN;
                         end else begin
@@ -783,15 +819,15 @@ module ws_mesh_pe #(
                         stat_err_code <= i_err;
                         stat_err_pc <= pc_reg;
                         state_reg <= S_IDLE;
-                    end else if (pc_reg + 16'd1 == prog_len_reg) begin
-                        pc_reg <= 16'd0;
+                    end else if (pc_reg + 16'd1 == prog_end_reg) begin
+                        pc_reg <= prog_base_reg;
                         state_reg <= S_FETCH;
                     end else begin
                         pc_reg <= pc_reg + 16'd1;
                     end
                 end
                 S_FETCH: begin
-                    if (pc_reg == prog_len_reg) begin
+                    if (pc_reg == prog_end_reg) begin
                         stat_done <= 1'b1;
                         state_reg <= S_IDLE;
                     end else begin

@@ -180,7 +180,12 @@ pub fn cfg_write(dut: &mut Dut, pe: u8, addr: u16, data: u32) {
 
 /// Loads `prog` into PE `pe` (or every PE).
 pub fn load_program(dut: &mut Dut, pe: u8, prog: &[Instr]) {
-    for (n, ins) in prog.iter().enumerate() {
+    load_program_at(dut, pe, 0, prog);
+}
+
+/// Loads `prog` into PE `pe` from instruction `base` on.
+pub fn load_program_at(dut: &mut Dut, pe: u8, base: usize, prog: &[Instr]) {
+    for (n, ins) in prog.iter().enumerate().map(|(n, i)| (base + n, i)) {
         for (w, word) in ins.words().iter().enumerate() {
             cfg_write(dut, pe, CFG_PROG + (4 * n + w) as u16, *word);
         }
@@ -323,7 +328,26 @@ pub struct RunOut {
 /// # Panics
 /// If the array does not drain within `limit` cycles.
 pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64) -> RunOut {
+    run_from(dut, 0, len, weights, pats, limit, &[])
+}
+
+/// [`run`] of the program at instruction `base` on, streaming `samples` into the PEs' sample
+/// ports (valid pattern of the weights) while the program runs.
+pub fn run_from(
+    dut: &mut Dut,
+    base: u32,
+    len: u32,
+    weights: &[Flit],
+    pats: Patterns,
+    limit: u64,
+    samples: &[Sample],
+) -> RunOut {
     let seed = dut.seed();
+    let mut xsrc =
+        StreamSource::with_fields(dut, "s_x", &["data", "user"], seed ^ 0x65).pattern(pats.weights);
+    for (pe, addr, v) in samples {
+        xsrc.push_beat(&[u64::from(*v), ((*pe as u64) << 15) | u64::from(*addr)]);
+    }
     let mut wsrc =
         StreamSource::with_fields(dut, "s_w", &["data", "last", "user"], seed ^ 0x61).pattern(pats.weights);
     let mut gsink = StreamSink::with_fields(dut, "m_g", &["data", "last", "user"], seed ^ 0x62)
@@ -337,7 +361,7 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
     for f in weights {
         wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last), f.header.pack()]);
     }
-    cfg_write(dut, ALL_PES, CFG_CTRL, (len << 16) | 1);
+    cfg_write(dut, ALL_PES, CFG_CTRL, (len << 16) | (base << 8) | 1);
     let (busy, rbusy) = (dut.port("stat_busy"), dut.port("router_busy"));
     let (gv, rv, mv) = (dut.port("m_g_valid"), dut.port("m_r_valid"), dut.port("m_m_valid"));
     let start = dut.cycle();
@@ -347,6 +371,7 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
     loop {
         let c = dut.get(cyc);
         dut.set(now, c);
+        xsrc.drive(dut);
         wsrc.drive(dut);
         gsink.drive(dut);
         rsink.drive(dut);
@@ -357,9 +382,10 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
             && !dut.get_bool(gv)
             && !dut.get_bool(rv)
             && !dut.get_bool(mv);
-        if idle {
+        if idle && xsrc.pending() == 0 {
             break;
         }
+        xsrc.sample(dut);
         if wsrc.sample(dut).is_some() {
             out.weight_times.push(dut.get(cyc));
         }
@@ -402,7 +428,7 @@ pub fn run(dut: &mut Dut, len: u32, weights: &[Flit], pats: Patterns, limit: u64
         sample_phase(dut, &mut out.phases);
         dut.tick();
     }
-    for p in ["s_w_valid", "m_g_ready", "m_r_ready", "m_m_ready"] {
+    for p in ["s_w_valid", "s_x_valid", "m_g_ready", "m_r_ready", "m_m_ready"] {
         let port = dut.port(p);
         dut.set(port, 0);
     }

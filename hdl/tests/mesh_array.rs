@@ -216,6 +216,42 @@ fn gradient_headers_follow_the_table() {
     });
 }
 
+/// Two steps back to back, the second's samples written into the other buffer through the
+/// PEs' sample ports while the first runs (random backpressure on every edge), the second's
+/// program started from instruction `len`: both bit-exact with their golden steps.
+#[test]
+fn samples_for_the_next_step_while_a_step_runs() {
+    use ws_hdl::mesh_top::step::{run_overlapped, StepCase};
+    run_test("mesh_array_overlap_2x2", &spec(2), 0x0b1a, |dut| {
+        dut.reset(4);
+        top::configure_routes(dut, &checked_routes(2));
+        let mut rng = dut.rng(5);
+        for c in [
+            StepCase {
+                dims: vec![6, 5, 3],
+                b: 3,
+                n: 10,
+                rows_per_chunk: 2,
+                values: Values::Mild(20),
+                params: Values::Mild(20),
+                pats: MIXED,
+            },
+            StepCase {
+                dims: vec![9, 7, 3],
+                b: 2,
+                n: 5,
+                rows_per_chunk: 3,
+                values: Values::Uniform(1.0),
+                params: Values::Uniform(1.0),
+                pats: FULL,
+            },
+        ] {
+            let [a, b] = run_overlapped(dut, &mut rng, 2, &c);
+            eprintln!("{:?}: {} and {} cycles", c.dims, a.out.cycles, b.out.cycles);
+        }
+    });
+}
+
 /// Whole MLP steps: forward, loss, metrics and backward from one program per PE, the gradient
 /// egress and the metrics egress bit-exact with `golden::mesh::step::run`: the issue's
 /// 64→128→64→10 on 4×4 with B = 4 (a full batch, and one that leaves PEs short and empty,

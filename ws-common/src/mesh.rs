@@ -193,6 +193,11 @@ pub struct StepMap {
     pub pairs: u32,
     /// Words used.
     pub words: u32,
+    /// The other x buffer ([`StepMap::double`]): where the next step's samples go while this
+    /// step runs; `x` itself in a single-buffered map.
+    pub x_alt: u32,
+    /// The other labels buffer; `labels` itself in a single-buffered map.
+    pub labels_alt: u32,
 }
 
 impl StepMap {
@@ -212,7 +217,30 @@ impl StepMap {
         at = at.saturating_add(mul(b, hidden.iter().copied().max().unwrap_or(0)));
         let labels = at;
         let pairs = labels.saturating_add(mul(b, 1));
-        StepMap { x: 0, out, scratch, labels, pairs, words: pairs.saturating_add(mul(b, 2)) }
+        let words = pairs.saturating_add(mul(b, 2));
+        StepMap { x: 0, out, scratch, labels, pairs, words, x_alt: 0, labels_alt: labels }
+    }
+
+    /// [`StepMap::new`] with a second x and labels buffer after the rest, so the next step's
+    /// samples can be written while a step runs on this one (docs/mesh-pe.md "Samples while
+    /// running"); [`StepMap::flipped`] is the map of the next step.
+    pub fn double(dims: &[usize], b: usize) -> Self {
+        let mut m = Self::new(dims, b);
+        let x = u32::try_from(b.saturating_mul(dims.first().copied().unwrap_or(0))).unwrap_or(u32::MAX);
+        m.x_alt = m.words;
+        m.labels_alt = m.x_alt.saturating_add(x);
+        m.words = m.labels_alt.saturating_add(u32::try_from(b).unwrap_or(u32::MAX));
+        m
+    }
+
+    /// The same map with the two sample buffers swapped: the next step's.
+    pub fn flipped(&self) -> Self {
+        StepMap { x: self.x_alt, x_alt: self.x, labels: self.labels_alt, labels_alt: self.labels, ..*self }
+    }
+
+    /// The map has two sample buffers.
+    pub fn doubled(&self) -> bool {
+        self.x != self.x_alt
     }
 }
 

@@ -13,7 +13,7 @@ use ws_common::golden::mesh::{Config, Layer, Mesh, Model, Reduce, Sram, StreamLa
 use crate::dut::Dut;
 use crate::mesh_pe::Instr;
 use crate::mesh_top::scenario::{pe_counters, Pes, Values};
-use crate::mesh_top::{self as top, Patterns, RunOut};
+use crate::mesh_top::{self as top, Patterns, RunOut, Sample};
 
 pub use ws_common::mesh::{StepMap, METRICS_ID};
 
@@ -92,7 +92,7 @@ fn check_phases(
     // Every instruction with FMAs is there (MASK has none); the records add up to the counters.
     for (pc, i) in prog.iter().enumerate() {
         let op = (i.words()[0] & 0xf) as u8;
-        assert_eq!(seen.contains(&pc), op != 4, "{ctx}: instruction {pc} (op {op}) recorded");
+        assert_eq!(seen.contains(&pc), op != 4 && op != 0, "{ctx}: instruction {pc} (op {op}) recorded");
     }
     let total: u64 = out.phases.iter().map(|p| u64::from(p.fmas)).sum();
     assert_eq!(total, fmas, "{ctx}: the phase records' FMAs against the PEs' counters");
@@ -130,12 +130,28 @@ pub fn loss_fmas(z: &[u32]) -> u64 {
     n + if sum_nan { 0 } else { 11 }
 }
 
-/// Runs one whole step on a `side` × `side` array and checks the gradient and metrics egress
-/// word for word, the FMA count of every PE and that nothing was refused, misrouted or lost.
-///
-/// # Panics
-/// On any difference from the golden step.
-pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> StepMeasured {
+/// One step of a case, drawn and computed by the golden model, ready to run.
+struct Prepared {
+    ctx: String,
+    golden: StepOutput,
+    cfg_dims: Vec<usize>,
+    rows_per_chunk: usize,
+    b: usize,
+    /// Sample words (PE, address, value) for the step's map.
+    samples: Vec<Sample>,
+    /// Each PE's program.
+    programs: Vec<Vec<Instr>>,
+    tags: Vec<u16>,
+    stream: Vec<Flit>,
+    step: u16,
+    /// Per PE, its samples' range.
+    ranges: Vec<std::ops::Range<usize>>,
+    slots: Vec<usize>,
+    n: usize,
+}
+
+/// Draws a step of `c` whose samples and programs use `map`.
+fn prepare(rng: &mut StdRng, side: usize, c: &StepCase, map: &StepMap) -> Prepared {
     let ctx = format!("{side}x{side} step {:?} B={} N={}", c.dims, c.b, c.n);
     let dims = &c.dims;
     let layers = dims.len() - 1;
@@ -149,8 +165,7 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
 
     // The batch: x and the label of every slot, through the sample ingress.
     let pes = Pes::new(side, c.b, c.n);
-    let (g, at) = (pes.geometry, &pes.at);
-    let map = StepMap::new(dims, c.b);
+    let at = &pes.at;
     let mut samples = Vec::new();
     for (r, (_, range)) in at.iter().enumerate() {
         for (j, s) in range.clone().enumerate() {
@@ -160,15 +175,12 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
             samples.push((r, map.labels + j as u32, labels[s]));
         }
     }
-    top::load_samples(dut, &samples, c.pats.weights);
-    let mut len = 0;
-    for (r, (pos, range)) in at.iter().enumerate() {
-        let prog = program(dims, &map, pes.slots(r), range.len(), *pos == 0);
-        len = prog.len() as u32;
-        top::load_program(dut, r as u8, &prog);
-    }
-    let tagged = ws_common::mesh::step_program(dims, &map, c.b, c.b, true);
-    top::configure_tags(dut, tagged.tags());
+    let programs = at
+        .iter()
+        .enumerate()
+        .map(|(r, (pos, range))| program(dims, map, pes.slots(r), range.len(), *pos == 0))
+        .collect();
+    let tags = ws_common::mesh::step_program(dims, map, c.b, c.b, true).tags().to_vec();
 
     // The weight ingress: layers 0 … L−1 forward, then L−1 … 1 again for dx.
     let step = rng.random::<u16>();
@@ -178,17 +190,62 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         let w = &params[model.param_offset(l)..model.param_offset(l + 1)];
         stream.extend(cfg.stream.flits(Kind::Weight, l, step, layer(l), w).expect("backward stream"));
     }
+    Prepared {
+        ctx,
+        golden,
+        cfg_dims: dims.clone(),
+        rows_per_chunk: c.rows_per_chunk,
+        b: c.b,
+        samples,
+        programs,
+        tags,
+        stream,
+        step,
+        ranges: at.iter().map(|(_, r)| r.clone()).collect(),
+        slots: (0..at.len()).map(|r| pes.slots(r)).collect(),
+        n: c.n,
+    }
+}
+
+/// Loads every PE's program of `p` from instruction `base` on, and their layer tags.
+fn load_programs(dut: &mut Dut, p: &Prepared, base: usize) {
+    for (r, prog) in p.programs.iter().enumerate() {
+        top::load_program_at(dut, r as u8, base, prog);
+    }
+    let tags: Vec<u16> =
+        std::iter::repeat_n(ws_common::mesh::TAG_NONE, base).chain(p.tags.iter().copied()).collect();
+    top::configure_tags(dut, &tags);
+}
+
+/// Runs `p` (its programs loaded at `base`) with `next` streaming into the sample ports
+/// meanwhile, and checks everything that left the array against the golden step.
+fn execute(
+    dut: &mut Dut,
+    side: usize,
+    p: &Prepared,
+    base: usize,
+    pats: Patterns,
+    next: &[Sample],
+) -> StepMeasured {
+    let ctx = &p.ctx;
+    let dims = &p.cfg_dims;
+    let layers = dims.len() - 1;
+    let cfg = config(dims, side, p.b, p.rows_per_chunk);
+    let golden = p.golden.clone();
+    let step = p.step;
     // The egress table: the metrics, then every layer's gradient, last layer first.
     let segs = ws_common::mesh::StepSegments::new(dims, cfg.stream);
     top::configure_step(dut, step, segs.as_slice());
+    let len = p.programs[0].len() as u32;
 
-    let routers = g.routers();
+    let routers = p.programs.len();
     let before: Vec<u64> = (0..routers).map(|r| pe_counters(dut, r)[0]).collect();
     let macs: u64 = (0..layers).map(|l| (dims[l] * dims[l + 1]) as u64).sum();
-    let limit = 40 * macs * c.b as u64 + 20_000 * c.b as u64 * dims[layers] as u64 + 100_000;
-    let out = top::run(dut, len, &stream, c.pats, limit);
+    let limit =
+        40 * macs * p.b as u64 + 20_000 * p.b as u64 * dims[layers] as u64 + 100_000 + 20 * next.len() as u64;
+    let out = top::run_from(dut, base as u32, len, &p.stream, pats, limit, next);
 
-    assert_eq!(out.weights_taken, stream.len(), "{ctx}: weight words taken");
+    assert_eq!(out.weights_taken, p.stream.len(), "{ctx}: weight words taken");
     let stat = |name: &str| dut.get(dut.port(name));
     assert_eq!(stat("stat_err"), 0, "{ctx}: a PE refused its program (codes {:#x})", stat("stat_err_code"));
     assert_eq!(stat("stat_done"), u64::MAX >> (64 - routers), "{ctx}: PEs done");
@@ -234,7 +291,7 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
     let logits = &golden.outputs[layers - 1];
     let cls = dims[layers];
     let mut fmas = 0;
-    for (r, (_, range)) in at.iter().enumerate() {
+    for (r, range) in p.ranges.iter().enumerate() {
         let got = pe_counters(dut, r)[0] - before[r];
         fmas += got;
         if range.is_empty() {
@@ -249,14 +306,54 @@ pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> S
         let want = range.len() as u64 * (macs + dx_macs + 2 + grad_words) + loss;
         assert_eq!(got, want, "{ctx}: PE {r}: FMA issues");
     }
-    check_phases(&ctx, &out, tagged.as_slice(), tagged.tags(), step, fmas, |op, k, m| {
+    let prog: Vec<Instr> =
+        std::iter::repeat_n(Instr::Raw([0; 3]), base).chain(p.programs[0].iter().copied()).collect();
+    let tags: Vec<u16> =
+        std::iter::repeat_n(ws_common::mesh::TAG_NONE, base).chain(p.tags.iter().copied()).collect();
+    let slots: usize = p.slots.iter().sum();
+    check_phases(ctx, &out, &prog, &tags, step, fmas, |op, k, m| {
         // FWD and DX run every slot (an empty PE one junk slot), GRAD every sample.
-        let slots: usize = (0..routers).map(|r| pes.slots(r)).sum();
         match op {
             1 | 3 => Some((slots * k * m) as u64),
-            5 => Some((c.n * m * (k + 1)) as u64),
+            5 => Some((p.n * m * (k + 1)) as u64),
             _ => None,
         }
     });
-    StepMeasured { out, golden, fmas, ideal_macs: (c.n as u64) * (2 * macs + dx_macs) }
+    StepMeasured { out, golden, fmas, ideal_macs: (p.n as u64) * (2 * macs + dx_macs) }
+}
+
+/// Runs one whole step on a `side` × `side` array and checks the gradient and metrics egress
+/// word for word, the FMA count of every PE and that nothing was refused, misrouted or lost.
+///
+/// # Panics
+/// On any difference from the golden step.
+pub fn run_step(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> StepMeasured {
+    let p = prepare(rng, side, c, &StepMap::new(&c.dims, c.b));
+    top::load_samples(dut, &p.samples, c.pats.weights);
+    load_programs(dut, &p, 0);
+    execute(dut, side, &p, 0, c.pats, &[])
+}
+
+/// Two steps of `c` back to back on a double-buffered map, the way a run of steps goes on the
+/// board: the second step's samples stream into the other buffer while the first runs
+/// (through the PEs' sample ports, under the case's backpressure), both programs are loaded
+/// before the first starts (the second from instruction `len` on), and each step is checked
+/// against its golden step as [`run_step`] checks one.
+///
+/// # Panics
+/// On any difference from the golden steps.
+pub fn run_overlapped(dut: &mut Dut, rng: &mut StdRng, side: usize, c: &StepCase) -> [StepMeasured; 2] {
+    let map = StepMap::double(&c.dims, c.b);
+    let a = prepare(rng, side, c, &map);
+    let b = prepare(rng, side, c, &map.flipped());
+    let len = a.programs[0].len();
+    top::load_samples(dut, &a.samples, c.pats.weights);
+    load_programs(dut, &b, len);
+    load_programs(dut, &a, 0);
+    // The tags of both: the second's after the first's.
+    let tags: Vec<u16> = a.tags.iter().chain(&b.tags).copied().collect();
+    top::configure_tags(dut, &tags);
+    let first = execute(dut, side, &a, 0, c.pats, &b.samples);
+    let second = execute(dut, side, &b, len, c.pats, &[]);
+    [first, second]
 }
