@@ -52,6 +52,8 @@ pub enum Group {
     Link,
     /// `wsctl train` on the digits: accuracy beside scikit-learn, cycles per step ÷ ideal.
     Train,
+    /// The weight-streaming pipeline from the hardware trace: bubble, hidden updates, scaling.
+    Pipeline,
 }
 
 /// What `cargo xtask bench` measures.
@@ -144,6 +146,9 @@ pub fn bench(ctx: &Ctx, sel: &Selection) -> Result<()> {
     }
     if sel.has(Group::Train) {
         train::train_rows(ctx, &mut rows)?;
+    }
+    if sel.has(Group::Pipeline) {
+        train::pipeline_rows(ctx, &mut rows)?;
     }
 
     print_table(&rows);

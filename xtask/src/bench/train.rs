@@ -6,7 +6,12 @@
 //! - simulated cycles per training step ÷ the ideal (MACs ÷ (wafers × PEs)) at W = 1 and 2;
 //! - simulated cycles per step with the steps in runs (`MeshTrainRun`, the default) ÷ the same
 //!   steps sent one request each, measured in the same bench run;
-//! - wall seconds per training step, and simulated cycles per wall second while training.
+//! - wall seconds per training step, and simulated cycles per wall second while training;
+//! - the pipeline from the hardware trace (`wsctl check-pipeline`'s figures, docs/trace.md):
+//!   the iteration-boundary bubble ÷ its bound (twice the pipeline depths on the path) at
+//!   first-layer widths 64, 256 and 1024, the share of each layer's updates hidden under the
+//!   wafers' compute, the traced step ÷ the ideal, and W = 2 against W = 1 at a fixed batch
+//!   per PE.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +20,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use host_driver::link::{Config, Link};
 use host_driver::mesh::open_board;
+use host_driver::trace::{self, PipelineOptions, PipelineReport, Verdict};
 use host_driver::train::data::Dataset;
 use host_driver::train::{self, Options, Summary, TrainConfig};
 use host_driver::transport::SimTransport;
@@ -28,8 +34,22 @@ const EPOCHS: u32 = 20;
 /// Steps of the W = 1 cycles row.
 const STEPS_W1: u32 = 20;
 
-/// One run of `cfg` on a fresh simulated board.
+/// Steps of each traced pipeline run.
+const STEPS_PIPE: u32 = 8;
+
+/// One run of `cfg` on the digits on a fresh simulated board.
 fn on_board(ctx: &Ctx, cfg: &TrainConfig, opts: &Options, what: &str) -> Result<(Summary, usize)> {
+    on_board_with(ctx, cfg, &Dataset::digits(), opts, what)
+}
+
+/// One run of `cfg` on `data` on a fresh simulated board.
+fn on_board_with(
+    ctx: &Ctx,
+    cfg: &TrainConfig,
+    data: &Dataset,
+    opts: &Options,
+    what: &str,
+) -> Result<(Summary, usize)> {
     std::env::set_var("WS_SIM_BIN", ctx.bin("ws-sim"));
     let sim = SimProcess::start(&SimOptions { quiet: true, ..SimOptions::with_elf(ctx.firmware_elf()) })?;
     let clock = host_driver::board_time::BoardClock::follow(sim.ctrl_addr()).ok();
@@ -42,7 +62,7 @@ fn on_board(ctx: &Ctx, cfg: &TrainConfig, opts: &Options, what: &str) -> Result<
     let mut dev = train::Board::new(mesh, "sim");
     let pb = spinner(what);
     let mut pes = 0;
-    let s = train::train(&mut dev, cfg, &Dataset::digits(), opts, &mut |e| match e {
+    let s = train::train(&mut dev, cfg, data, opts, &mut |e| match e {
         train::Event::Started { limits, .. } => pes = limits.pes,
         train::Event::Step { point, .. } => pb.set_message(format!("{what}: step {}", point.step)),
         _ => {}
@@ -94,6 +114,94 @@ fn cycle_rows(s: &Summary, pes: usize, rows: &mut Vec<Row>) {
         s.step_cycles.unwrap_or(0) as f64 / s.step_wall.as_secs_f64().max(1e-9),
         "cycles/s",
     ));
+}
+
+/// A data set of `d` features in [0, 1) and 10 classes in turn, for timing runs only: what the
+/// pipeline does does not depend on what it learns.
+fn synthetic(d: usize, n: usize) -> Dataset {
+    let mut x = Vec::with_capacity(n * d);
+    let mut v: u32 = 0x9e37_79b9;
+    for _ in 0..n * d {
+        v ^= v << 13;
+        v ^= v >> 17;
+        v ^= v << 5;
+        x.push((v >> 8) as f32 / (1u32 << 24) as f32);
+    }
+    let y = (0..n).map(|i| (i % 10) as u32).collect();
+    Dataset { name: format!("synthetic {d}"), x, y, n, d, classes: 10 }
+}
+
+/// A traced run's pipeline report (`wsctl check-pipeline`'s figures).
+fn pipeline(s: &Summary) -> Result<PipelineReport> {
+    let (_, bytes) = s.trace.as_ref().context("the run kept no trace")?;
+    let t = trace::Trace::from_bytes(bytes);
+    if !t.lost.is_empty() {
+        bail!("the trace lost {} records: the pipeline figures would be wrong", t.lost.count());
+    }
+    Ok(trace::check_pipeline(&t.records, &PipelineOptions::default()))
+}
+
+/// The median bubble of a report, and its bound.
+fn bubble(r: &PipelineReport) -> Result<(f64, f64)> {
+    match &r.verdict {
+        Verdict::Pass { bubble } | Verdict::Fail { bubble, .. } => {
+            Ok((*bubble as f64, r.bound.cycles() as f64))
+        }
+        Verdict::Unmeasured { reason } => bail!("no bubble measured: {reason}"),
+    }
+}
+
+/// The pipeline rows: traced runs of a few steps on fresh boards.
+pub(super) fn pipeline_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
+    step("the pipeline from the hardware trace: the iteration bubble, hidden updates, scaling");
+    let traced = Options { trace: true, ..Options::default() };
+    let mut w2_step = None;
+    // First-layer width: the digits (64), and synthetic data 256 wide at 4 samples per PE and
+    // 1024 wide at 1 (4 × 1024 words of x would not fit a PE's 2,048-word SRAM; 4096 fits at
+    // no batch).
+    for (d, b) in [(64usize, 4usize), (256, 4), (1024, 1)] {
+        let cfg = TrainConfig { steps: Some(STEPS_PIPE), batch_per_pe: b, ..TrainConfig::default() };
+        let data = if d == 64 { Dataset::digits() } else { synthetic(d, 400) };
+        let (s, _) = on_board_with(ctx, &cfg, &data, &traced, &format!("traced, first layer {d} wide"))?;
+        let r = pipeline(&s)?;
+        let (bubble, bound) = bubble(&r)?;
+        rows.push(ratio(
+            row(&format!("pipeline W=2: iteration bubble, first layer {d} inputs, B={b}"), bubble, "cycles"),
+            bubble / bound,
+            "the bound: 2 × the pipeline depths on the path (goal ≤ 1)",
+        ));
+        if d != 64 {
+            continue;
+        }
+        for l in &r.layers {
+            let h = l.steady_hidden().or(l.hidden()).unwrap_or(0.0);
+            rows.push(ratio(
+                row(&format!("pipeline W=2: layer {} updates hidden under compute", l.layer), h * 100.0, "%"),
+                h,
+                "all of them (goal ≥ 0.99 in steady state)",
+            ));
+        }
+        if let (Some(step), Some(ideal)) = (r.step_cycles, r.ideal) {
+            rows.push(ratio(
+                row("pipeline W=2: traced step, B=4", step as f64, "cycles"),
+                step as f64 / ideal.cycles as f64,
+                "ideal: FMAs ÷ (wafers × PEs) (goal ≤ 1.15)",
+            ));
+            w2_step = Some(step as f64);
+        }
+    }
+    let w1 = TrainConfig { wafers: 1, steps: Some(STEPS_PIPE), ..TrainConfig::default() };
+    let (s1, _) = on_board(ctx, &w1, &traced, "traced, W = 1")?;
+    let r1 = pipeline(&s1)?;
+    if let (Some(one), Some(two)) = (r1.step_cycles, w2_step) {
+        rows.push(row("pipeline W=1: traced step, B=4", one as f64, "cycles"));
+        rows.push(ratio(
+            row("pipeline W=2: traced step at a fixed batch per wafer", two, "cycles"),
+            two / one as f64,
+            "W = 1 (goal: 1 but for SwarmX's log W reduce; this SoC carries 2 wafers)",
+        ));
+    }
+    Ok(())
 }
 
 /// The training rows.
