@@ -643,6 +643,20 @@ mod tests {
     }
 
     #[test]
+    fn a_double_map_adds_a_second_sample_buffer_past_the_rest() {
+        let dims = [64, 32, 10];
+        let (one, two) = (StepMap::new(&dims, 4), StepMap::double(&dims, 4));
+        assert!(!one.doubled() && two.doubled());
+        assert_eq!((two.x, two.labels, two.out, two.pairs), (one.x, one.labels, one.out, one.pairs));
+        assert_eq!((two.x_alt, two.labels_alt, two.words), (one.words, one.words + 256, one.words + 260));
+        let f = two.flipped();
+        assert_eq!((f.x, f.labels, f.x_alt, f.labels_alt), (two.x_alt, two.labels_alt, two.x, two.labels));
+        assert_eq!(f.flipped(), two);
+        // The other buffer overlaps nothing a step uses.
+        assert!(one.words <= two.x_alt);
+    }
+
+    #[test]
     fn step_program_tags_name_each_instruction_s_layer() {
         let dims = [64, 32, 16, 10];
         let prog = step_program(&dims, &StepMap::new(&dims, 4), 4, 4, true);

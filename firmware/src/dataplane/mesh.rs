@@ -84,6 +84,10 @@ struct Setup {
     b: usize,
     stream: StreamLayout,
     map: StepMap,
+    /// `map` with a second sample buffer, when it and two programs fit a PE: the steps of a
+    /// training run then take turns on the buffers, and each step's samples are placed while
+    /// the step before it runs (docs/mesh-pe.md "Samples while running").
+    double: Option<StepMap>,
     segs: StepSegments,
     plan: MeshPlan,
 }
@@ -113,6 +117,14 @@ impl Setup {
     /// Weight words of a forward pass (layers 0 … L−1).
     fn forward_words(&self) -> u32 {
         (0..self.layers()).map(|l| self.layer_words(l)).sum()
+    }
+
+    /// The map of a step on sample buffer `parity` (the second only with [`Setup::double`]).
+    fn map_of(&self, parity: bool) -> StepMap {
+        match (self.double, parity) {
+            (Some(d), true) => d.flipped(),
+            _ => self.map,
+        }
     }
 
     /// Samples wafer `w` takes of `n`: wafer w holds samples w·C … (w + 1)·C − 1.
@@ -175,7 +187,10 @@ impl MemoryXPlane {
                 })?;
         let stream = StreamLayout::new(rpc);
         let segs = StepSegments::new(&dims[..ndims], stream);
-        let mut s = Setup { dims, ndims, b, stream, map, segs, plan: MeshPlan::default() };
+        let len = step_program(&dims[..ndims], &map, b, b, false).as_slice().len();
+        let double = Some(StepMap::double(&dims[..ndims], b))
+            .filter(|d| d.words as usize <= p.sram_words as usize && 2 * len <= usize::from(p.prog_depth));
+        let mut s = Setup { dims, ndims, b, stream, map, double, segs, plan: MeshPlan::default() };
         let layers = s.layers();
         // A chunk must fit one piece of the weight ring: op 4 is fed whole chunks.
         if (0..layers).any(|l| s.chunk_words(l) > piece) {
@@ -221,25 +236,42 @@ impl MemoryXPlane {
     /// every PE's labels) on the wafer whose CTRL.samples is set, and loads each PE's `kind`
     /// program (kept in `progs` for the next steps); returns the program length.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn place(
+        &mut self,
+        hw: &MeshHw,
+        s: &Setup,
+        n: usize,
+        cap: Option<&mut Capture>,
+        eng: &mut LinkEngine,
+        progs: &mut Programs,
+        kind: Kind,
+    ) -> Result<usize, Status> {
+        self.place_samples(hw, s, n, cap, eng, &s.map)?;
+        Self::load_programs(hw, s, n, progs, kind, false)
+    }
+
+    /// Places each PE's samples and labels (as the host sends them) at `map`'s buffer on the
+    /// wafer whose CTRL.samples is set; the PEs may be running (their sample ports take words
+    /// at any time).
+    fn place_samples(
         &mut self,
         hw: &MeshHw,
         s: &Setup,
         n: usize,
         mut cap: Option<&mut Capture>,
         eng: &mut LinkEngine,
-        progs: &mut Programs,
-        kind: Kind,
-    ) -> Result<usize, Status> {
+        map: &StepMap,
+    ) -> Result<(), Status> {
         let (rows, cols) = (usize::from(s.plan.rows), usize::from(s.plan.cols));
         let geo = Geometry::new(rows, cols, s.b);
         let pes = rows * cols;
         let d0 = s.dims[0] as u32;
         let total = n as u32 * (d0 + 1);
         if cap.is_none() && total <= Self::piece_words(Self::rings(eng)[RX_SAMPLES].len) {
-            self.place_whole(hw, s, &geo, n, eng)?;
+            self.place_whole(hw, s, map, &geo, n, eng)?;
         } else {
-            for (at, per) in [(s.map.x, d0), (s.map.labels, 1)] {
+            for (at, per) in [(map.x, d0), (map.labels, 1)] {
                 for pos in 0..pes {
                     let range = geo.samples_at(pos, n);
                     if range.is_empty() {
@@ -251,20 +283,38 @@ impl MemoryXPlane {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Loads each PE's `kind` program over sample buffer `parity` (kept in `progs` for the
+    /// next steps; the second buffer's program after the first's in the program store, so
+    /// the PEs must be idle), for a wafer holding `n` samples; returns the program length.
+    fn load_programs(
+        hw: &MeshHw,
+        s: &Setup,
+        n: usize,
+        progs: &mut Programs,
+        kind: Kind,
+        parity: bool,
+    ) -> Result<usize, Status> {
+        let (rows, cols) = (usize::from(s.plan.rows), usize::from(s.plan.cols));
+        let geo = Geometry::new(rows, cols, s.b);
+        let map = s.map_of(parity);
         let mut len = 0;
-        for pos in 0..pes {
+        for pos in 0..rows * cols {
             let samples = geo.samples_at(pos, n).len();
-            let key = Key { kind, slots: samples.max(1), samples, head: pos == 0 };
+            let key = Key { kind, slots: samples.max(1), samples, head: pos == 0, parity };
             let held = progs.holds(usize::from(hw.params().wafer), pos, key);
             let prog = progs.get(key, || match kind {
-                Kind::Step => step_program(s.dims(), &s.map, key.slots, samples, key.head),
-                Kind::Eval => eval_program(s.dims(), &s.map, key.slots, samples, key.head),
+                Kind::Step => step_program(s.dims(), &map, key.slots, samples, key.head),
+                Kind::Eval => eval_program(s.dims(), &map, key.slots, samples, key.head),
             });
             len = prog.as_slice().len();
+            let base = if parity { len as u16 } else { 0 };
             if !held {
-                hw.load_program(snake_router(cols, pos) as u8, prog.as_slice());
+                hw.load_program_at(snake_router(cols, pos) as u8, base, prog.as_slice());
                 if pos == 0 {
-                    hw.set_tags(prog.tags());
+                    hw.set_tags(base, prog.tags());
                 }
             }
         }
@@ -282,6 +332,7 @@ impl MemoryXPlane {
         &mut self,
         hw: &MeshHw,
         s: &Setup,
+        map: &StepMap,
         geo: &Geometry,
         n: usize,
         eng: &mut LinkEngine,
@@ -296,7 +347,7 @@ impl MemoryXPlane {
         }
         let mut at_byte = rel;
         let mut first = true;
-        for (at, per) in [(s.map.x, d0), (s.map.labels, 1)] {
+        for (at, per) in [(map.x, d0), (map.labels, 1)] {
             for pos in 0..pes {
                 let words = geo.samples_at(pos, n).len() as u32 * per;
                 if words == 0 {

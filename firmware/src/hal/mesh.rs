@@ -111,9 +111,16 @@ impl MeshHw {
 
     /// Loads a program into PE `pe`.
     pub fn load_program(&self, pe: u8, prog: &[Instr]) {
+        self.load_program_at(pe, 0, prog);
+    }
+
+    /// Loads `prog` into PE `pe` from instruction `base` on (docs/mesh-pe.md "Samples while
+    /// running": a second program beside the first).
+    pub fn load_program_at(&self, pe: u8, base: u16, prog: &[Instr]) {
+        let addr = CFG_PROG.wrapping_add(base.wrapping_mul(4));
         self.r
             .cfg_target()
-            .write(reg::cfg_target::ADDR.val(u32::from(CFG_PROG)) | reg::cfg_target::PE.val(u32::from(pe)));
+            .write(reg::cfg_target::ADDR.val(u32::from(addr)) | reg::cfg_target::PE.val(u32::from(pe)));
         for i in prog {
             // The program store skips word 3 of each instruction slot by itself.
             for w in i.words() {
@@ -124,14 +131,20 @@ impl MeshHw {
 
     /// The layer tag of each program instruction, which the array's FMA phase records carry
     /// (`ws_common::mesh::Program::tags`; docs/trace.md "FMA phases").
-    pub fn set_tags(&self, tags: &[u16]) {
-        let n = tags.len().min(TAG_SLOTS);
-        self.r
-            .cfg_target()
-            .write(reg::cfg_target::ADDR.val(u32::from(REG_TAG)) | reg::cfg_target::PE.val(u32::from(TOP_REGS)));
+    pub fn set_tags(&self, base: u16, tags: &[u16]) {
+        let n = tags.len().min(TAG_SLOTS.saturating_sub(usize::from(base)));
+        self.r.cfg_target().write(
+            reg::cfg_target::ADDR.val(u32::from(REG_TAG + base)) | reg::cfg_target::PE.val(u32::from(TOP_REGS)),
+        );
         for t in &tags[..n] {
             self.r.cfg_data().write(u32::from(*t));
         }
+    }
+
+    /// The step of the gradient headers alone, keeping the egress table (a STEP write
+    /// restarts it at its first segment).
+    pub fn set_step_number(&self, step: u16) {
+        self.cfg(TOP_REGS, REG_STEP, &[u32::from(step)]);
     }
 
     /// The step of the gradient headers and the egress table (which restarts the header
@@ -162,7 +175,12 @@ impl MeshHw {
 
     /// Starts every PE's program of `len` instructions.
     pub fn start(&self, len: usize) {
-        self.cfg(ALL_PES, CFG_CTRL, &[((len as u32) << 16) | 1]);
+        self.start_at(0, len);
+    }
+
+    /// Starts every PE on the `len` instructions from `base` on.
+    pub fn start_at(&self, base: usize, len: usize) {
+        self.cfg(ALL_PES, CFG_CTRL, &[((len as u32) << 16) | ((base as u32 & 0xff) << 8) | 1]);
     }
 
     /// The PEs done and refused since the last start (bit = router index).

@@ -30,6 +30,9 @@ pub(super) struct Key {
     pub(super) samples: usize,
     /// The PE heads the snake (it starts the gradient reduction).
     pub(super) head: bool,
+    /// Over the second sample buffer (`StepMap::flipped`), loaded after the first program
+    /// (docs/mesh-pe.md "Samples while running").
+    pub(super) parity: bool,
 }
 
 /// Programs kept: a head and a body program for training and evaluation, and room for a
@@ -43,8 +46,9 @@ const TRACKED_PES: usize = 16;
 #[derive(Debug, Default)]
 pub(super) struct Programs {
     kept: Vec<(Key, Program), KEPT>,
-    /// The program each PE of each wafer was given in this job.
-    loaded: [[Option<Key>; TRACKED_PES]; super::MAX_WAFERS],
+    /// The program each PE of each wafer was given in this job, per sample buffer (the
+    /// second buffer's program sits after the first in the program store).
+    loaded: [[[Option<Key>; 2]; TRACKED_PES]; super::MAX_WAFERS],
 }
 
 impl Programs {
@@ -74,7 +78,7 @@ impl Programs {
     /// Whether PE `pe` of wafer `wafer` holds `key`'s program from earlier in this job; if
     /// not, it is taken as loaded from now on.
     pub(super) fn holds(&mut self, wafer: usize, pe: usize, key: Key) -> bool {
-        match self.loaded.get_mut(wafer).and_then(|w| w.get_mut(pe)) {
+        match self.loaded.get_mut(wafer).and_then(|w| w.get_mut(pe)).map(|p| &mut p[usize::from(key.parity)]) {
             Some(slot) if *slot == Some(key) => true,
             Some(slot) => {
                 *slot = Some(key);
@@ -86,7 +90,7 @@ impl Programs {
 
     /// A new job: every PE is loaded again.
     pub(super) fn forget_loaded(&mut self) {
-        self.loaded = [[None; TRACKED_PES]; super::MAX_WAFERS];
+        self.loaded = [[[None; 2]; TRACKED_PES]; super::MAX_WAFERS];
     }
 }
 
@@ -95,7 +99,7 @@ mod tests {
     use super::*;
 
     fn key(samples: usize, head: bool) -> Key {
-        Key { kind: Kind::Step, slots: 4, samples, head }
+        Key { kind: Kind::Step, slots: 4, samples, head, parity: false }
     }
 
     #[test]
@@ -141,6 +145,10 @@ mod tests {
         assert!(!p.holds(0, 3, key(4, false)), "another wafer's PE is another PE");
         assert!(!p.holds(1, 3, key(3, false)), "another program is loaded");
         assert!(!p.holds(1, 3, key(4, false)));
+        let other = Key { parity: true, ..key(4, false) };
+        assert!(!p.holds(1, 3, other), "the second buffer's program is another slot");
+        assert!(p.holds(1, 3, key(4, false)), "beside the first");
+        assert!(p.holds(1, 3, other));
         assert!(!p.holds(1, TRACKED_PES, key(4, false)), "an untracked PE is always loaded");
         assert!(!p.holds(1, TRACKED_PES, key(4, false)));
         p.forget_loaded();

@@ -36,6 +36,28 @@ pub(super) enum Job {
 /// The MemoryX layers of a job, checked.
 pub(super) type Layers = heapless::Vec<MxLayer, GSEG>;
 
+/// One step's place in a run.
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    /// The run's first step: it sets up the routes, the programs and the egress table.
+    first: bool,
+    /// A step follows.
+    more: bool,
+    /// The step runs on the second sample buffer (its program after the first's).
+    parity: bool,
+    /// It places the next step's samples while it runs.
+    prefetch: bool,
+}
+
+/// What a step of a run leaves the next.
+#[derive(Debug, Clone, Copy, Default)]
+struct Carry {
+    /// The next step's samples are placed (and consumed from channel 4).
+    placed: bool,
+    /// The program length.
+    len: usize,
+}
+
 impl MemoryXPlane {
     /// One training step with MemoryX in the loop (see `ws_common::ctrl::cmd::MeshTrain`).
     /// Refused before anything moves (the samples the host sent are consumed): no SwarmX, a
@@ -126,13 +148,19 @@ impl MemoryXPlane {
         let first = self.trace.as_ref().map(|u| u.cycle());
         let mut run = MeshRunDone::default();
         let mut failed = None;
+        // A training run with two sample buffers places each step's samples while the step
+        // before it runs (docs/mesh-pe.md "Samples while running").
+        let double = matches!(job, Job::Train(_)) && steps > 1 && s.double.is_some();
+        let mut carry = Carry::default();
         for i in 0..steps {
             let job = match job {
                 Job::Train(t) => Job::Train(t + i),
                 other => other,
             };
             let more = i + 1 < steps;
-            match self.run_job(hws, &mut m.programs, &mut slots, more, job, n, &s, &layers, ports, eng) {
+            let turn = Turn { first: i == 0, more, parity: double && i % 2 == 1, prefetch: double && more };
+            let r = self.run_job(hws, &mut m.programs, &mut slots, turn, &mut carry, job, n, &s, &layers, ports, eng);
+            match r {
                 Ok(d) if run.push(d) => {}
                 Ok(_) => failed = Some((i, Status::DeviceFault)),
                 Err(st) => failed = Some((i, st)),
@@ -147,7 +175,9 @@ impl MemoryXPlane {
         self.mx.set_wout_reads(false);
         self.set_fed(u16::MAX);
         if let Some((i, st)) = failed {
-            self.drain(eng, RX_SAMPLES, step_words.saturating_mul(steps - i - 1));
+            // The next step's samples are consumed already when they were placed.
+            let left = steps - i - 1 - u32::from(carry.placed);
+            self.drain(eng, RX_SAMPLES, step_words.saturating_mul(left));
             return Err(st);
         }
         if let (Some(a), Some(u)) = (first, self.trace.as_ref()) {
@@ -214,13 +244,15 @@ impl MemoryXPlane {
         Ok((layers, ports))
     }
 
+    /// Runs one step of a run; `carry` is what the step before it left (see [`Carry`]).
     #[allow(clippy::too_many_arguments)]
     fn run_job(
         &mut self,
         hws: &[MeshHw],
         progs: &mut Programs,
         slots: &mut StepSlots,
-        more: bool,
+        turn: Turn,
+        carry: &mut Carry,
         job: Job,
         n: usize,
         s: &Setup,
@@ -235,23 +267,39 @@ impl MemoryXPlane {
             Job::Eval => 0,
         };
         let step = t as u16;
-        // SwarmX takes the wafers' ports; MemoryX's weight-out goes to the sink (dropped).
-        self.set_fed(ports);
-        self.mx.set_route(0, 0);
-        self.mx.set_wout_swarm(false);
-        self.mx.set_capture(None);
-        for hw in hws {
-            hw.set_ctrl(false, true, false);
+        if turn.first {
+            // SwarmX takes the wafers' ports; MemoryX's weight-out goes to the sink (dropped).
+            // Nothing in a run changes these until it ends.
+            self.set_fed(ports);
+            self.mx.set_route(0, 0);
+            self.mx.set_wout_swarm(false);
+            self.mx.set_capture(None);
+            for hw in hws {
+                hw.set_ctrl(false, true, false);
+            }
         }
 
-        // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …) and programs.
-        let mut len = 0;
+        // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …), unless the step
+        // before placed them; the programs at the run's first step: this turn's, and with two
+        // sample buffers the other turn's beside it (the program store takes writes only
+        // while the PEs are idle, and every later step of the run uses one of the two).
+        let kind = if job == Job::Eval { Kind::Eval } else { Kind::Step };
+        let map = s.map_of(turn.parity);
         for (w, hw) in hws.iter().enumerate() {
-            hw.set_ctrl(false, true, true);
-            let kind = if job == Job::Eval { Kind::Eval } else { Kind::Step };
-            len = self.place(hw, s, s.wafer_samples(n, w), None, eng, progs, kind)?;
-            hw.set_ctrl(false, true, false);
+            if !carry.placed {
+                hw.set_ctrl(false, true, true);
+                self.place_samples(hw, s, s.wafer_samples(n, w), None, eng, &map)?;
+                hw.set_ctrl(false, true, false);
+            }
+            if turn.first {
+                carry.len = Self::load_programs(hw, s, s.wafer_samples(n, w), progs, kind, turn.parity)?;
+                if turn.prefetch {
+                    Self::load_programs(hw, s, s.wafer_samples(n, w), progs, kind, !turn.parity)?;
+                }
+            }
         }
+        carry.placed = false;
+        let len = carry.len;
         // The egress table, in MemoryX's chunks so each chunk is one of the streamer's; the
         // metrics only for an evaluation.
         let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
@@ -265,7 +313,12 @@ impl MemoryXPlane {
             };
         }
         for hw in hws {
-            hw.set_step(step, &segs[..nseg]);
+            if turn.first {
+                hw.set_step(step, &segs[..nseg]);
+            } else {
+                // The table is the run's; the step restarts it.
+                hw.set_step_number(step);
+            }
         }
         // Every layer's step t, so its gradients are taken as they come.
         let errs = self.mx.err_count();
@@ -274,14 +327,27 @@ impl MemoryXPlane {
             slots.name(&mut self.mx, t);
         }
         let start = Counts::all(hws, s);
+        let base = if turn.parity { len } else { 0 };
         for hw in hws {
-            hw.start(len);
+            hw.start_at(base, len);
         }
 
         self.feed_streamed(job, layers, errs)?;
 
+        // While the wafers compute: the next step's samples, into the other buffer.
+        if turn.prefetch {
+            let next = s.map_of(!turn.parity);
+            for (w, hw) in hws.iter().enumerate() {
+                hw.set_ctrl(false, true, true);
+                let r = self.place_samples(hw, s, s.wafer_samples(n, w), None, eng, &next);
+                hw.set_ctrl(false, true, false);
+                r?;
+            }
+            carry.placed = true;
+        }
+
         // While the wafers finish: the next step's constants, into the idle slots.
-        if job != Job::Eval && more {
+        if job != Job::Eval && turn.more {
             slots.prefetch(&mut self.mx, layers, t);
         }
         self.wait_pes(hws, s, eng, None)?;
