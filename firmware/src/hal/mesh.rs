@@ -5,7 +5,8 @@
 //! data mover (ops 4 and 5), gradients leave through its capture sink.
 
 use ws_common::mesh::{
-    Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_NSEG, REG_SEG, REG_STEP, REG_TAG, TAG_SLOTS, TOP_REGS,
+    Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_NSEG, REG_SEG, REG_STEP, REG_TAG, TAG_SLOTS,
+    TOP_REGS,
 };
 use ws_common::regmap::mesh as reg;
 
@@ -134,7 +135,8 @@ impl MeshHw {
     pub fn set_tags(&self, base: u16, tags: &[u16]) {
         let n = tags.len().min(TAG_SLOTS.saturating_sub(usize::from(base)));
         self.r.cfg_target().write(
-            reg::cfg_target::ADDR.val(u32::from(REG_TAG + base)) | reg::cfg_target::PE.val(u32::from(TOP_REGS)),
+            reg::cfg_target::ADDR.val(u32::from(REG_TAG + base))
+                | reg::cfg_target::PE.val(u32::from(TOP_REGS)),
         );
         for t in &tags[..n] {
             self.r.cfg_data().write(u32::from(*t));

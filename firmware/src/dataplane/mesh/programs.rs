@@ -78,7 +78,8 @@ impl Programs {
     /// Whether PE `pe` of wafer `wafer` holds `key`'s program from earlier in this job; if
     /// not, it is taken as loaded from now on.
     pub(super) fn holds(&mut self, wafer: usize, pe: usize, key: Key) -> bool {
-        match self.loaded.get_mut(wafer).and_then(|w| w.get_mut(pe)).map(|p| &mut p[usize::from(key.parity)]) {
+        match self.loaded.get_mut(wafer).and_then(|w| w.get_mut(pe)).map(|p| &mut p[usize::from(key.parity)])
+        {
             Some(slot) if *slot == Some(key) => true,
             Some(slot) => {
                 *slot = Some(key);

@@ -159,7 +159,19 @@ impl MemoryXPlane {
             };
             let more = i + 1 < steps;
             let turn = Turn { first: i == 0, more, parity: double && i % 2 == 1, prefetch: double && more };
-            let r = self.run_job(hws, &mut m.programs, &mut slots, turn, &mut carry, job, n, &s, &layers, ports, eng);
+            let r = self.run_job(
+                hws,
+                &mut m.programs,
+                &mut slots,
+                turn,
+                &mut carry,
+                job,
+                n,
+                &s,
+                &layers,
+                ports,
+                eng,
+            );
             match r {
                 Ok(d) if run.push(d) => {}
                 Ok(_) => failed = Some((i, Status::DeviceFault)),
