@@ -29,6 +29,9 @@ pub struct Args {
     /// weights are read back from the store (docs/trace.md "check-pipeline").
     #[arg(long)]
     report_only: bool,
+    /// Every boundary's row (by default the first, the largest bubbles and the last).
+    #[arg(long)]
+    all: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -45,7 +48,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let opts = PipelineOptions { clock, ideal: a.ideal, bound: a.bound, ..PipelineOptions::default() };
     let report = check_pipeline(&t.records, &opts);
-    print!("{}", report.render());
+    print!("{}", if a.all { report.render_all() } else { report.render() });
     match report.result() {
         Err(e @ trace::PipelineError::Bubble { .. }) if a.report_only => {
             eprintln!("warning (--report-only): {e}");

@@ -14,13 +14,23 @@ impl PipelineReport {
     }
 
     /// The report as `wsctl check-pipeline` prints it: the steps and the window, then tables of
-    /// the updates' hiding, the boundaries' bubbles, the step against its ideal, the hops' and
-    /// wafers' use, the notes and the verdict.
+    /// the updates' hiding, the boundaries' bubbles (at most [`SHOWN_BOUNDARIES`] of them: the
+    /// first, the largest and the last), the step against its ideal, the hops' and wafers' use,
+    /// the notes and the verdict.
     pub fn render(&self) -> String {
+        self.render_with(false)
+    }
+
+    /// [`Self::render`] with every boundary's row.
+    pub fn render_all(&self) -> String {
+        self.render_with(true)
+    }
+
+    fn render_with(&self, all: bool) -> String {
         let mut out = String::new();
         self.render_steps(&mut out);
         self.render_hiding(&mut out);
-        self.render_bubbles(&mut out);
+        self.render_bubbles(&mut out, all);
         self.render_step(&mut out);
         self.render_use(&mut out);
         for n in &self.notes {
@@ -130,7 +140,7 @@ impl PipelineReport {
         out.push_str(&t.render());
     }
 
-    fn render_bubbles(&self, out: &mut String) {
+    fn render_bubbles(&self, out: &mut String, all: bool) {
         if self.boundaries.is_empty() {
             return;
         }
@@ -140,7 +150,11 @@ impl PipelineReport {
         head.extend(Stage::ALL.iter().map(|s| s.name()));
         head.push("step");
         let mut t = Table::new(head);
-        for b in &self.boundaries {
+        let shown = shown_boundaries(&self.boundaries, all);
+        for (i, b) in self.boundaries.iter().enumerate() {
+            if !shown[i] {
+                continue;
+            }
             let mut row = vec![
                 format!("s{} -> s{}", b.from, b.to),
                 opt(b.t0),
@@ -173,6 +187,10 @@ impl PipelineReport {
             t.row(row);
         }
         out.push_str(&t.render());
+        let hidden = shown.iter().filter(|s| !**s).count();
+        if hidden > 0 {
+            let _ = writeln!(out, "({hidden} more boundaries not shown: the first, the largest bubbles and the last are; --all lists every one)");
+        }
     }
 
     fn render_step(&self, out: &mut String) {
@@ -235,4 +253,23 @@ impl PipelineReport {
         }
         out.push_str(&t.render());
     }
+}
+
+/// Boundary rows a report prints without `--all`.
+pub const SHOWN_BOUNDARIES: usize = 12;
+
+/// Which boundaries a table shows: all of them, or when there are more than
+/// [`SHOWN_BOUNDARIES`], the first four, the four largest bubbles and the last two.
+pub(super) fn shown_boundaries(b: &[Boundary], all: bool) -> Vec<bool> {
+    let n = b.len();
+    if all || n <= SHOWN_BOUNDARIES {
+        return vec![true; n];
+    }
+    let mut shown: Vec<bool> = (0..n).map(|i| i < 4 || i + 2 >= n).collect();
+    let mut by_bubble: Vec<usize> = (0..n).filter(|&i| !shown[i]).collect();
+    by_bubble.sort_by_key(|&i| std::cmp::Reverse(b[i].bubble.unwrap_or(i64::MIN)));
+    for i in by_bubble.into_iter().take(4) {
+        shown[i] = true;
+    }
+    shown
 }

@@ -512,3 +512,26 @@ fn the_summary_counts_each_wafers_fmas() {
     let table = summary_table(&s, Clock::default());
     assert!(table.contains("wafer  phases  PEs  FMAs  busy cycles  busy %  FMA use %"), "{table}");
 }
+
+#[test]
+fn a_long_run_shows_the_first_the_largest_and_the_last_boundaries() {
+    let b = |i: u16, bubble: i64| Boundary {
+        from: i,
+        to: i + 1,
+        t0: None,
+        t1: None,
+        bubble: Some(bubble),
+        stages: [0; 5],
+        step_cycles: None,
+    };
+    let few: Vec<Boundary> = (0..render::SHOWN_BOUNDARIES as u16).map(|i| b(i, 10)).collect();
+    assert!(render::shown_boundaries(&few, false).iter().all(|s| *s));
+    let mut many: Vec<Boundary> = (0..40).map(|i| b(i, 100 + i64::from(i % 3))).collect();
+    for (i, big) in [(10, 9000), (20, 8000), (25, 7000), (30, 6000), (31, 5000)] {
+        many[i].bubble = Some(big);
+    }
+    let shown = render::shown_boundaries(&many, false);
+    let at: Vec<usize> = (0..40).filter(|&i| shown[i]).collect();
+    assert_eq!(at, [0, 1, 2, 3, 10, 20, 25, 30, 38, 39], "the first 4, the 4 largest, the last 2");
+    assert!(render::shown_boundaries(&many, true).iter().all(|s| *s), "--all shows every one");
+}
