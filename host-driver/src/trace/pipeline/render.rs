@@ -14,7 +14,7 @@ impl PipelineReport {
     }
 
     /// The report as `wsctl check-pipeline` prints it: the steps and the window, then tables of
-    /// the updates' hiding, the boundaries' bubbles (at most [`SHOWN_BOUNDARIES`] of them: the
+    /// the updates' hiding, the boundaries' bubbles (at most 12 of them: the
     /// first, the largest and the last), the step against its ideal, the hops' and wafers' use,
     /// the notes and the verdict.
     pub fn render(&self) -> String {
