@@ -12,7 +12,7 @@ const STEP: u16 = 5;
 const W: u8 = Kind::Weight as u8;
 const G: u8 = Kind::Gradient as u8;
 
-fn rec(
+pub(in crate::trace) fn rec(
     kind: RecordKind,
     source: Source,
     flit_kind: u8,

@@ -44,6 +44,7 @@ struct Lat {
 
 const FAST: Lat = Lat { sched: 10, read: 12, switch: 4, wafer: 6 };
 
+/// `trace::tests::rec` of step `step`.
 #[allow(clippy::too_many_arguments)]
 fn rec(
     kind: RecordKind,
@@ -55,19 +56,7 @@ fn rec(
     begin: u64,
     len: u64,
 ) -> Record {
-    Record {
-        kind,
-        source,
-        begin,
-        end: begin + len - 1,
-        flits: FLITS as u16,
-        flit_kind,
-        layer,
-        step,
-        chunk,
-        seq: 0,
-        aux: 0,
-    }
+    Record { step, ..crate::trace::tests::rec(kind, source, flit_kind, layer, chunk, begin, len) }
 }
 
 #[derive(Default)]
