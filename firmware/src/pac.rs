@@ -2899,7 +2899,7 @@ impl Mesh {
     pub fn mems(&self) -> Reg {
         Reg(self.base + regmap::mesh::MEMS as usize)
     }
-    /// CFG_TARGET (rw): Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, the egress table) and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
+    /// CFG_TARGET (rw): Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, CHAIN, the egress table, docs/mesh-array.md "Top registers") and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
     #[inline(always)]
     pub fn cfg_target(&self) -> Reg {
         Reg(self.base + regmap::mesh::CFG_TARGET as usize)
@@ -3008,6 +3008,31 @@ impl Mesh {
     #[inline(always)]
     pub fn wafer(&self) -> Reg {
         Reg(self.base + regmap::mesh::WAFER as usize)
+    }
+    /// CHAIN_STAT (ro): Chained steps (docs/mesh-array.md "Chained steps"; since version 1.1). CHAIN itself is a top register of the array, written like STEP through CFG_TARGET (pe 0xfe, addr 0x0002) and CFG_DATA: bit 0 arm (0 disarms), bits 15:8 the base instruction, bits 31:16 the program length, a PE's CTRL start encoding. While armed, in the first cycle every PE has ended its program (DONE.done all set, BUSY.pes clear, DONE.err clear), the step's last FMA phase record is out, no advance is pending and no CFG_DATA write comes, the array starts every PE at base and length as a CTRL start to PE 0xff would, disarms and counts a chain (the fire). The fire starts the chained step for the phase timestamps and the FMA phase records (which carry STEP + 1 from it on). A PE that refuses the chained program shows in DONE.err and ERR_CODES as after any start, and nothing chains from it. The fire leaves an advance pending, applied with the last word of the egress table (at once if the table is already exhausted): STEP + 1, the table from segment 0, FLAGS.grad_overrun cleared, as a STEP write of STEP + 1 would. A STEP write cancels a pending advance.
+    #[inline(always)]
+    pub fn chain_stat(&self) -> Reg {
+        Reg(self.base + regmap::mesh::CHAIN_STAT as usize)
+    }
+    /// CHAIN_CYCLE (ro): The array's cycle counter (CNT_SEL group 13, the phase timestamps' clock) in the cycle of the last fire: the ended step's end and the chained step's start. Since version 1.1.
+    #[inline(always)]
+    pub fn chain_cycle(&self) -> Reg {
+        Reg(self.base + regmap::mesh::CHAIN_CYCLE as usize)
+    }
+    /// CHAIN_FMAS (ro): FMAS in the cycle of the last fire (no PE issues in it): the difference of two fires is the FMAs of the step between them. Since version 1.1.
+    #[inline(always)]
+    pub fn chain_fmas(&self) -> Reg {
+        Reg(self.base + regmap::mesh::CHAIN_FMAS as usize)
+    }
+    /// CHAIN_GRAD (ro): GRAD_WORDS at the last advance, with the word handed out in its cycle: every gradient word of the steps up to the one that ended at the fire (words beyond its table too), none of the chained step's. The difference of two advances is one step's gradient words. Since version 1.1.
+    #[inline(always)]
+    pub fn chain_grad(&self) -> Reg {
+        Reg(self.base + regmap::mesh::CHAIN_GRAD as usize)
+    }
+    /// FMAS (ro): FMA issues of every PE together since reset (the sum of CNT_SEL group 0; CMD.cnt_clear leaves it), wrapping at 2^32. Since version 1.1.
+    #[inline(always)]
+    pub fn fmas(&self) -> Reg {
+        Reg(self.base + regmap::mesh::FMAS as usize)
     }
 }
 

@@ -30,8 +30,12 @@
 // cfg_pe selects the PE by router index, 8'hff every PE at once, 8'hfe the top's own
 // registers (docs/mesh-array.md "Top registers"):
 //   0x0000 STEP     bits 15:0 the step of the gradient headers; a write also restarts the
-//                   segment table at segment 0 and starts a new step for the timestamps;
+//                   segment table at segment 0, starts a new step for the timestamps and
+//                   the phase records, and cancels a pending chain advance;
 //   0x0001 NSEG     segments in the table (0..GSEG);
+//   0x0002 CHAIN    bit 0 arm (0 disarms), bits 15:8 base instruction, bits 31:16 program
+//                   length (a PE's CTRL start encoding): the next step's start, which the
+//                   top issues itself when the running step ends (below);
 //   0x0100 + 4n     segment n (in egress order): +0 layer id (bits 11:0) and bit 16 "metrics"
 //                   (its words leave on m_m_* instead of m_g_*), +1 words per chunk
 //                   (1..65536), +2 words of the layer (>= 1);
@@ -44,6 +48,18 @@
 // first and the last weight word of the layer's forward pass (its first pass of the step) and
 // of its backward pass (its second) taken at the weight ingress, and the last gradient word
 // of the layer handed out at the gradient egress.
+//
+// Chained steps (docs/mesh-array.md "Chained steps"). While CHAIN is armed, in the first cycle
+// every PE has ended its program (stat_done on all, none busy, none refused), the phase probe
+// has handed out the step's last record, no advance is pending and cfg_valid is low, the top
+// starts every PE at CHAIN's base and length through their cfg port, exactly as a broadcast
+// CTRL start would, disarms and counts a chain. The PEs' side of a new step starts there (the
+// weight timestamps' passes, the step of the FMA phase records); the egress side waits for the
+// step's last gradient words, which may still be in the routers: the fire leaves an advance
+// pending, applied with the last word of the header table (at once when the table is already
+// exhausted): STEP + 1, the table from segment 0, the overrun flag cleared. A STEP write
+// cancels a pending advance. chain_cycle and chain_fmas latch cnt_cycle and cnt_fma_total at
+// each fire, chain_grad the gradient words handed out (cnt_grad_words) at each advance.
 module ws_mesh #(
     parameter P = 2,              // rows, 1..16
     parameter Q = 2,              // columns, 1..16
@@ -123,6 +139,16 @@ module ws_mesh #(
     output wire [R*4-1:0]         stat_overflow,
     output wire [2*CNT_WIDTH-1:0] cnt_edge_drop,  // gradient, metrics egress
     output wire                   stat_grad_overrun,
+    output wire [31:0]            cnt_grad_words,   // words handed out at m_g since reset
+    // FMA issues of every PE together, since reset (the sum of cnt_fma).
+    output wire [CNT_WIDTH-1:0]   cnt_fma_total,
+    // Chained steps: chains since reset, armed, an advance pending, and the latched marks.
+    output wire [15:0]            chain_count,
+    output wire                   chain_armed,
+    output wire                   chain_pending,
+    output wire [CNT_WIDTH-1:0]   chain_cycle,      // cnt_cycle at the last fire
+    output wire [CNT_WIDTH-1:0]   chain_fmas,       // cnt_fma_total at the last fire
+    output wire [31:0]            chain_grad,       // cnt_grad_words at the last advance
     // Phase timestamps, layer id l at [l*CNT_WIDTH +: CNT_WIDTH], and the cycle counter.
     output wire [CNT_WIDTH-1:0]   cnt_cycle,
     output wire [TS_LAYERS*CNT_WIDTH-1:0] ts_fwd_start,
@@ -342,7 +368,9 @@ module ws_mesh #(
 
     // ---------------------------------------------------------------- top registers
     localparam [7:0] TOP_SEL = 8'hfe;
+    localparam [15:0] REG_STEP = 16'h0000, REG_NSEG = 16'h0001, REG_CHAIN = 16'h0002;
     wire top_we = cfg_valid && cfg_pe == TOP_SEL;
+    wire step_we = top_we && cfg_addr == REG_STEP;
 
     reg [15:0]   step_reg;
     reg [SW-1:0] nseg_reg;
@@ -359,6 +387,19 @@ module ws_mesh #(
     reg [31:0]   gword_reg;
     reg          overrun_reg;
 
+    // Chained steps: CHAIN, the advance the last fire left pending, and the marks.
+    reg          chain_armed_reg;
+    reg [7:0]    chain_base_reg;
+    reg [15:0]   chain_len_reg;
+    reg          chain_pending_reg;
+    reg [15:0]   chain_count_reg;
+    reg [CNT_WIDTH-1:0] chain_cycle_reg;
+    reg [CNT_WIDTH-1:0] chain_fmas_reg;
+    reg [31:0]   chain_grad_reg;
+    reg [31:0]   grad_words_reg;
+    reg [CNT_WIDTH-1:0] fma_total_reg;
+    reg [15:0]   run_step_reg;   // the step of the PEs' program: STEP, or STEP + 1 from a fire
+
     localparam GIW = $clog2(GSEG > 1 ? GSEG : 2);
     localparam [31:0] GSEG32 = GSEG;
     wire          g_fire = g_valid && g_ready;
@@ -372,6 +413,19 @@ module ws_mesh #(
     wire          cfg_seg_ok = cfg_addr[15:8] == 8'h01 && {26'd0, cfg_addr[7:2]} < GSEG32;
     wire        g_layer_end = g_in_table && gword_reg + 32'd1 >= g_lw;
     wire        g_chunk_end = g_in_table && gindex_reg + 17'd1 >= g_cw;
+    wire        g_table_end = g_layer_end && gseg_reg + 1'b1 == nseg_reg;   // its last word
+
+    // A fire needs every PE ended and none refused (a refused PE has no stat_done, the
+    // explicit stat_err is for clarity), the step's last phase record out (so no record spans
+    // two steps), and no advance still pending (so a fire always means STEP + 1). The cfg
+    // port has no ready: the fire takes a cycle without a cfg write.
+    wire chain_ready = &stat_done && !(|stat_busy) && !(|stat_err) && !ph_busy;
+    wire chain_fire = chain_armed_reg && !chain_pending_reg && !cfg_valid && chain_ready;
+    // The advance goes with the ended step's last word (that word keeps the old header, the
+    // next one is the new step's segment 0, chunk 0, index 0), or at once when the table is
+    // already exhausted. A STEP write cancels it.
+    wire advance = (chain_pending_reg || chain_fire) && !step_we
+                   && (!g_in_table || (g_fire && g_table_end));
 
     // A metrics segment's words go to m_m_*, every other word (beyond the table too) to m_g_*.
     assign m_g_valid = g_valid && !g_metrics;
@@ -385,6 +439,7 @@ module ws_mesh #(
                        g_in_table ? WS_KIND_GRADIENT : WS_KIND_ERROR};
     assign m_m_user = m_g_user;
     assign stat_grad_overrun = overrun_reg;
+    assign cnt_grad_words = grad_words_reg;
 
     integer n;
     always @(posedge clk) begin
@@ -407,18 +462,27 @@ module ws_mesh #(
             gindex_reg <= 17'd0;
             gword_reg <= 32'd0;
             overrun_reg <= 1'b0;
-        end else if (top_we && cfg_addr == 16'h0000) begin
-            step_reg <= cfg_data[15:0];
-            gseg_reg <= {SW{1'b0}};
-            gchunk_reg <= 16'd0;
-            gindex_reg <= 17'd0;
-            gword_reg <= 32'd0;
-            overrun_reg <= 1'b0;
         end else begin
-            if (top_we && cfg_addr == 16'h0001) begin
+            if (top_we && cfg_addr == REG_NSEG) begin
                 nseg_reg <= cfg_data > GSEG32 ? GSEG32[SW-1:0] : cfg_data[SW-1:0];
             end
-            if (g_fire) begin
+            if (step_we) begin
+                step_reg <= cfg_data[15:0];
+                gseg_reg <= {SW{1'b0}};
+                gchunk_reg <= 16'd0;
+                gindex_reg <= 17'd0;
+                gword_reg <= 32'd0;
+                overrun_reg <= 1'b0;
+            end else if (advance) begin
+                step_reg <= step_reg + 16'd1;
+                gseg_reg <= {SW{1'b0}};
+                gchunk_reg <= 16'd0;
+                gindex_reg <= 17'd0;
+                gword_reg <= 32'd0;
+                // A word beyond the table in this cycle (only at a fire into an exhausted
+                // table: the ended step's) left as an ERROR flit, and still says so.
+                overrun_reg <= g_fire && !g_in_table;
+            end else if (g_fire) begin
                 if (!g_in_table) begin
                     overrun_reg <= 1'b1;
                 end else if (g_layer_end) begin
@@ -463,7 +527,9 @@ module ws_mesh #(
     wire [LW-1:0] wl = w_layer[LW-1:0];
     wire        g_ts = g_fire && g_in_table && !g_metrics && {20'd0, g_layer} < TSL32;
     wire [LW-1:0] gl = g_layer[LW-1:0];
-    wire        new_step = top_we && cfg_addr == 16'h0000;
+    // A STEP write or a fire starts a new step: every weight word taken from a fire on is the
+    // chained step's (the ended step's PEs took all of theirs).
+    wire        new_step = step_we || chain_fire;
 
     assign cnt_cycle = cycle_reg;
 
@@ -522,7 +588,7 @@ module ws_mesh #(
         .clk(clk),
         .rst(rst),
         .now(ts_now),
-        .step(step_reg),
+        .step(run_step_reg),
         .tag_we(top_we && cfg_addr[15:8] == 8'h02),
         .tag_n(cfg_addr[7:0]),
         .tag_data(cfg_data[11:0]),
@@ -543,7 +609,66 @@ module ws_mesh #(
         .busy(ph_busy)
     );
 
+    // ---------------------------------------------------------------- chained steps
+    localparam FCW = $clog2(R + 1);
+    reg [FCW-1:0] fma_now;   // FMA issues this cycle over the PEs
+    integer fr;
+    always @* begin
+        fma_now = {FCW{1'b0}};
+        for (fr = 0; fr < R; fr = fr + 1) fma_now = fma_now + FCW'(pe_fma[fr]);
+    end
+    wire [31:0] grad_words_next = grad_words_reg + {31'd0, m_g_valid && m_g_ready};
+
+    always @(posedge clk) begin
+        if (rst) begin
+            chain_armed_reg <= 1'b0;
+            chain_base_reg <= 8'd0;
+            chain_len_reg <= 16'd0;
+            chain_pending_reg <= 1'b0;
+            chain_count_reg <= 16'd0;
+            chain_cycle_reg <= {CNT_WIDTH{1'b0}};
+            chain_fmas_reg <= {CNT_WIDTH{1'b0}};
+            chain_grad_reg <= 32'd0;
+            grad_words_reg <= 32'd0;
+            fma_total_reg <= {CNT_WIDTH{1'b0}};
+            run_step_reg <= 16'd0;
+        end else begin
+            grad_words_reg <= grad_words_next;
+            fma_total_reg <= fma_total_reg + CNT_WIDTH'(fma_now);
+            if (top_we && cfg_addr == REG_CHAIN) begin
+                chain_armed_reg <= cfg_data[0];
+                chain_base_reg <= cfg_data[15:8];
+                chain_len_reg <= cfg_data[31:16];
+            end else if (chain_fire) begin
+                // Every PE is idle: no FMA issues in this cycle.
+                chain_armed_reg <= 1'b0;
+                chain_count_reg <= chain_count_reg + 16'd1;
+                chain_cycle_reg <= cycle_reg;
+                chain_fmas_reg <= fma_total_reg;
+            end
+            if (step_we || advance) chain_pending_reg <= 1'b0;
+            else if (chain_fire) chain_pending_reg <= 1'b1;
+            // With the word handed out in the advance's cycle, which is the ended step's.
+            if (advance) chain_grad_reg <= grad_words_next;
+            if (step_we) run_step_reg <= cfg_data[15:0];
+            else if (chain_fire) run_step_reg <= step_reg + 16'd1;
+        end
+    end
+
+    assign cnt_fma_total = fma_total_reg;
+    assign chain_count = chain_count_reg;
+    assign chain_armed = chain_armed_reg;
+    assign chain_pending = chain_pending_reg;
+    assign chain_cycle = chain_cycle_reg;
+    assign chain_fmas = chain_fmas_reg;
+    assign chain_grad = chain_grad_reg;
+
     // ---------------------------------------------------------------- PEs
+    // The PEs' configuration port: cfg_*, or in a fire's cycle the chained start to every PE,
+    // the word a broadcast CTRL start write carries.
+    wire        pe_cfg_valid = cfg_valid || chain_fire;
+    wire [15:0] pe_cfg_addr = chain_fire ? 16'h0000 : cfg_addr;
+    wire [31:0] pe_cfg_data = chain_fire ? {chain_len_reg, chain_base_reg, 8'h01} : cfg_data;
     wire [R-1:0] pe_x_ready;
     wire [7:0]   x_pe = s_x_user[22:15];
     reg x_target_ready;
@@ -553,13 +678,13 @@ module ws_mesh #(
         for (xr = 0; xr < R; xr = xr + 1)
             if ({24'd0, x_pe} == 32'(xr)) x_target_ready = pe_x_ready[xr];
     end
-    assign s_x_ready = !cfg_valid && x_target_ready;
+    assign s_x_ready = !pe_cfg_valid && x_target_ready;
 
     genvar gr;
     generate
         for (gr = 0; gr < R; gr = gr + 1) begin : gen_pe
             localparam [31:0] GR32 = gr;
-            wire sel = cfg_valid && (cfg_pe == GR32[7:0] || cfg_pe == 8'hff);
+            wire sel = chain_fire || (cfg_valid && (cfg_pe == GR32[7:0] || cfg_pe == 8'hff));
             // Color 0 is weights in only, color 1 both ways, color 2 results out only.
             assign sl_valid[gr*C + 0] = 1'b0;
             assign sl_data[(gr*C + 0)*32 +: 32] = 32'd0;
@@ -581,9 +706,9 @@ module ws_mesh #(
                 .clk(clk),
                 .rst(rst),
                 .cfg_valid(sel),
-                .cfg_addr(cfg_addr),
-                .cfg_data(cfg_data),
-                .x_valid(s_x_valid && !cfg_valid && x_pe == GR32[7:0]),
+                .cfg_addr(pe_cfg_addr),
+                .cfg_data(pe_cfg_data),
+                .x_valid(s_x_valid && !pe_cfg_valid && x_pe == GR32[7:0]),
                 .x_ready(pe_x_ready[gr]),
                 .x_addr(s_x_user[14:0]),
                 .x_data(s_x_data),

@@ -22,6 +22,10 @@
 //     (the PEs' DUMP packets) fill two FIFOs read through METRICS* and RESULTS*, popped by CMD;
 //     a full FIFO holds its egress back (nothing is dropped);
 //   - every counter of the array is read through CNT_SEL / CNT_VALUE;
+//   - chained steps (docs/mesh-array.md "Chained steps"): CHAIN, a top register of the array
+//     written through CFG_TARGET 0xfe / CFG_DATA, starts the next step when the running one
+//     ends; CHAIN_STAT, CHAIN_CYCLE, CHAIN_FMAS and CHAIN_GRAD are what the array latched for
+//     the firmware, FMAS the running FMA total they are marks of;
 //   - a ROUTE write to a router past the array, or a CFG_DATA write to a PE that does not
 //     exist (not a router index, 0xfe or 0xff), reaches nothing in the array (ws_mesh and
 //     ws_mesh_fabric decode only the indices that exist) and sets the sticky FLAGS.bad_route
@@ -137,7 +141,12 @@ module ws_mesh_block #(
     reg  [7:0]  cfg_next_pe_reg;
     reg  [14:0] sx_next_addr_reg;
     reg  [7:0]  sx_next_pe_reg;
-    reg  [31:0] weight_words_reg, sample_words_reg, grad_words_reg;
+    reg  [31:0] weight_words_reg, sample_words_reg;
+    // The array counts the gradient words, so GRAD_WORDS and CHAIN_GRAD are one count.
+    wire [31:0] grad_words;
+    wire [15:0] chain_count;
+    wire        chain_armed, chain_pending;
+    wire [31:0] chain_cycle, chain_fmas, chain_grad, fma_total;
 
     wire [R-1:0]      stat_busy, stat_done, stat_err, router_busy;
     wire [R*4-1:0]    stat_err_code, stat_overflow;
@@ -225,10 +234,17 @@ module ws_mesh_block #(
         .cnt_value_value_i(cnt_value),
         .feed_words_weights_i(weight_words_reg),
         .sample_words_count_i(sample_words_reg),
-        .grad_words_count_i(grad_words_reg),
+        .grad_words_count_i(grad_words),
         .wafer_index_i(WAFER32[7:0]),
         .wafer_count_i(WAFERS32[7:0]),
-        .wafer_port_i(PORT32[7:0])
+        .wafer_port_i(PORT32[7:0]),
+        .chain_stat_chains_i(chain_count),
+        .chain_stat_armed_i(chain_armed),
+        .chain_stat_pending_i(chain_pending),
+        .chain_cycle_cycle_i(chain_cycle),
+        .chain_fmas_count_i(chain_fmas),
+        .chain_grad_count_i(chain_grad),
+        .fmas_count_i(fma_total)
     );
 
     // ---------------------------------------------------------------- configuration, samples
@@ -238,7 +254,6 @@ module ws_mesh_block #(
     assign s_x_ready = x_ready;
     wire x_fire = s_x_valid && x_ready;
     wire w_fire = s_w_valid && s_w_ready;
-    wire g_fire = m_g_valid && m_g_ready;
 
     // Writes that address nothing: the array drops them, FLAGS says so.
     assign bad_route_set = route_we && {24'd0, route_router} >= R32;
@@ -263,7 +278,6 @@ module ws_mesh_block #(
         end
         weight_words_reg <= weight_words_reg + {31'd0, w_fire};
         sample_words_reg <= sample_words_reg + {31'd0, x_fire};
-        grad_words_reg <= grad_words_reg + {31'd0, g_fire};
         if (rst) begin
             cfg_next_addr_reg <= 16'd0;
             cfg_next_pe_reg <= 8'd0;
@@ -271,7 +285,6 @@ module ws_mesh_block #(
             sx_next_pe_reg <= 8'd0;
             weight_words_reg <= 32'd0;
             sample_words_reg <= 32'd0;
-            grad_words_reg <= 32'd0;
         end
     end
 
@@ -371,6 +384,14 @@ module ws_mesh_block #(
         .stat_overflow(stat_overflow),
         .cnt_edge_drop(c_drop),
         .stat_grad_overrun(stat_grad_overrun),
+        .cnt_grad_words(grad_words),
+        .cnt_fma_total(fma_total),
+        .chain_count(chain_count),
+        .chain_armed(chain_armed),
+        .chain_pending(chain_pending),
+        .chain_cycle(chain_cycle),
+        .chain_fmas(chain_fmas),
+        .chain_grad(chain_grad),
         .cnt_cycle(c_cycle),
         .ts_fwd_start(ts_fs),
         .ts_fwd_end(ts_fe),

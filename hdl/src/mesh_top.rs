@@ -192,7 +192,7 @@ pub fn load_program_at(dut: &mut Dut, pe: u8, base: usize, prog: &[Instr]) {
     }
 }
 
-pub use ws_common::mesh::{Segment, GSEG, REG_NSEG, REG_SEG, REG_STEP, TOP_REGS};
+pub use ws_common::mesh::{start_word, Segment, GSEG, REG_CHAIN, REG_NSEG, REG_SEG, REG_STEP, TOP_REGS};
 
 /// Layer ids with phase timestamps (`TS_LAYERS`, the default).
 pub const TS_LAYERS: usize = 8;
@@ -435,6 +435,238 @@ pub fn run_from(
     dut.eval();
     out.weights_taken = weights.len() - wsrc.pending();
     out
+}
+
+/// One step of a chained run ([`run_chain`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ChainStep<'a> {
+    /// The program's first instruction.
+    pub base: u8,
+    /// The program's length.
+    pub len: u16,
+    /// The step's weight stream (payload and `last`).
+    pub weights: &'a [Flit],
+    /// The step's samples, streamed into the PEs' sample ports while the step before it runs
+    /// (the first step's are in place before the run).
+    pub samples: &'a [Sample],
+}
+
+/// A chain fire as [`run_chain`] saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Fire {
+    /// `cnt_cycle` in the cycle the chain count went up.
+    pub cycle: u64,
+    /// `chain_cycle` after it.
+    pub latched_cycle: u64,
+    /// `chain_fmas` after it.
+    pub latched_fmas: u64,
+    /// Each PE's `cnt_fma` after it.
+    pub pe_fmas: Vec<u64>,
+    /// Whether the fire's advance was still pending after it (the ended step's last gradient
+    /// words were still on their way to the egress).
+    pub pending: bool,
+}
+
+/// A step advance as [`run_chain`] saw it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Advance {
+    /// `cnt_cycle` in the cycle `chain_grad` changed.
+    pub cycle: u64,
+    /// `chain_grad` after it.
+    pub latched_grad: u64,
+    /// `cnt_grad_words` before the run plus the gradient words the sink took up to and in
+    /// that cycle.
+    pub grad_words: u64,
+}
+
+/// What a chained run produced.
+#[derive(Debug, Clone, Default)]
+pub struct ChainOut {
+    /// Everything that left the array over all the steps; `cycles` runs to the drain.
+    pub out: RunOut,
+    /// Each PE's `cnt_fma` at the start and at the drain.
+    pub start_fmas: Vec<u64>,
+    /// Each PE's `cnt_fma` at the drain.
+    pub end_fmas: Vec<u64>,
+    /// `cnt_fma_total` at the start and at the drain.
+    pub total_fmas: (u64, u64),
+    /// `cnt_grad_words` at the start.
+    pub start_grad_words: u64,
+    /// `chain_count` at the start.
+    pub start_chains: u64,
+    /// `cnt_cycle` of each CHAIN write (one per step but the last).
+    pub arms: Vec<u64>,
+    /// The fires, one per step but the last.
+    pub fires: Vec<Fire>,
+    /// The advances.
+    pub advances: Vec<Advance>,
+    /// `cnt_cycle` at the drain.
+    pub end_cycle: u64,
+}
+
+/// Runs `steps` back to back on `pes` PEs, the way a chained run goes: the first is started
+/// with a CTRL write, each later one by the array itself from CHAIN, which is armed during
+/// the step before it once that step's successor's samples are in. Every step's weights are
+/// queued at the ingress from the start, so the next step's words wait in the array before its
+/// chain fires. Runs until the last step has drained as [`run`] does.
+///
+/// # Panics
+/// If the run does not drain within `limit` cycles.
+pub fn run_chain(dut: &mut Dut, pes: usize, steps: &[ChainStep<'_>], pats: Patterns, limit: u64) -> ChainOut {
+    let seed = dut.seed();
+    let mut xsrc =
+        StreamSource::with_fields(dut, "s_x", &["data", "user"], seed ^ 0x75).pattern(pats.weights);
+    let mut wsrc =
+        StreamSource::with_fields(dut, "s_w", &["data", "last", "user"], seed ^ 0x71).pattern(pats.weights);
+    let mut gsink = StreamSink::with_fields(dut, "m_g", &["data", "last", "user"], seed ^ 0x72)
+        .pattern(pats.grads)
+        .unchecked();
+    let mut rsink =
+        StreamSink::with_fields(dut, "m_r", &["data", "last"], seed ^ 0x73).pattern(pats.results).unchecked();
+    let mut msink = StreamSink::with_fields(dut, "m_m", &["data", "last", "user"], seed ^ 0x74)
+        .pattern(pats.results)
+        .unchecked();
+    let push_samples = |src: &mut StreamSource, samples: &[Sample]| {
+        for (pe, addr, v) in samples {
+            src.push_beat(&[u64::from(*v), ((*pe as u64) << 15) | u64::from(*addr)]);
+        }
+    };
+    let weights: usize = steps.iter().map(|s| s.weights.len()).sum();
+    for f in steps.iter().flat_map(|s| s.weights) {
+        wsrc.push_beat(&[u64::from(f.payload), u64::from(f.last), f.header.pack()]);
+    }
+    let fmas = |dut: &Dut| (0..pes).map(|r| counter(dut, "cnt_fma", r)).collect::<Vec<u64>>();
+    let port = |dut: &Dut, name: &str| dut.get(dut.port(name));
+    let mut chain = ChainOut {
+        start_fmas: fmas(dut),
+        total_fmas: (port(dut, "cnt_fma_total"), 0),
+        start_grad_words: port(dut, "cnt_grad_words"),
+        start_chains: port(dut, "chain_count"),
+        ..ChainOut::default()
+    };
+    let first = steps[0];
+    cfg_write(dut, ALL_PES, CFG_CTRL, start_word(first.base, first.len));
+    if let Some(next) = steps.get(1) {
+        push_samples(&mut xsrc, next.samples);
+    }
+
+    let (busy, rbusy) = (dut.port("stat_busy"), dut.port("router_busy"));
+    let (gv, rv, mv) = (dut.port("m_g_valid"), dut.port("m_r_valid"), dut.port("m_m_valid"));
+    let (cv, cp, ca, cd) =
+        (dut.port("cfg_valid"), dut.port("cfg_pe"), dut.port("cfg_addr"), dut.port("cfg_data"));
+    let (chains_p, grad_p) = (dut.port("chain_count"), dut.port("chain_grad"));
+    let start = dut.cycle();
+    let cyc = dut.port("cnt_cycle");
+    let (now, ph_busy) = (dut.port("ts_now"), dut.port("ph_busy"));
+    chain.out.start_cycle = dut.get(cyc);
+    let (mut cur, mut armed_for) = (0usize, None);
+    let (mut chains, mut grad_latch) = (chain.start_chains, dut.get(grad_p));
+    loop {
+        let c = dut.get(cyc);
+        dut.set(now, c);
+        // Arm the chain into the next step once that step's samples are all in.
+        let arm = cur + 1 < steps.len() && armed_for != Some(cur) && xsrc.pending() == 0;
+        if arm {
+            let next = steps[cur + 1];
+            dut.set(cv, 1);
+            dut.set(cp, u64::from(TOP_REGS));
+            dut.set(ca, u64::from(REG_CHAIN));
+            dut.set(cd, u64::from(start_word(next.base, next.len)));
+        }
+        xsrc.drive(dut);
+        wsrc.drive(dut);
+        gsink.drive(dut);
+        rsink.drive(dut);
+        msink.drive(dut);
+        dut.eval();
+        let idle = dut.get_words(busy).iter().all(|w| *w == 0)
+            && dut.get_words(rbusy).iter().all(|w| *w == 0)
+            && !dut.get_bool(gv)
+            && !dut.get_bool(rv)
+            && !dut.get_bool(mv);
+        if idle && cur + 1 == steps.len() && xsrc.pending() == 0 {
+            break;
+        }
+        xsrc.sample(dut);
+        if wsrc.sample(dut).is_some() {
+            chain.out.weight_times.push(c);
+        }
+        if let Some(b) = gsink.sample(dut) {
+            let t = dut.cycle() - start;
+            chain.out.grad_span = Some((chain.out.grad_span.map_or(t, |s| s.0), t));
+            let header = Header::unpack(b[2]).unwrap_or(Header::new(Kind::Error, 0, 0, 0, 0));
+            chain.out.grads.push(Flit { header, payload: b[0] as u32, last: b[1] != 0 });
+            chain.out.grad_times.push(c);
+        }
+        if let Some(b) = rsink.sample(dut) {
+            chain.out.results.push((b[0] as u32, b[1] != 0));
+        }
+        if let Some(b) = msink.sample(dut) {
+            let header = Header::unpack(b[2]).unwrap_or(Header::new(Kind::Error, 0, 0, 0, 0));
+            chain.out.metrics.push(Flit { header, payload: b[0] as u32, last: b[1] != 0 });
+        }
+        sample_phase(dut, &mut chain.out.phases);
+        dut.tick();
+        if arm {
+            dut.set(cv, 0);
+            dut.eval();
+            armed_for = Some(cur);
+            chain.arms.push(c);
+        }
+        if dut.get(chains_p) != chains {
+            chains = dut.get(chains_p);
+            chain.fires.push(Fire {
+                cycle: c,
+                latched_cycle: port(dut, "chain_cycle"),
+                latched_fmas: port(dut, "chain_fmas"),
+                pe_fmas: fmas(dut),
+                pending: port(dut, "chain_pending") != 0,
+            });
+            cur += 1;
+            if let Some(next) = steps.get(cur + 1) {
+                push_samples(&mut xsrc, next.samples);
+            }
+        }
+        if dut.get(grad_p) != grad_latch {
+            grad_latch = dut.get(grad_p);
+            chain.advances.push(Advance {
+                cycle: c,
+                latched_grad: grad_latch,
+                grad_words: chain.start_grad_words + chain.out.grads.len() as u64,
+            });
+        }
+        assert!(
+            dut.cycle() - start < limit,
+            "the chained run did not drain within {limit} cycles (step {cur}, {} weight words left, {} gradient words out; PEs busy {:x?}, done {:x?}, chain armed {}, pending {})",
+            wsrc.pending(),
+            chain.out.grads.len(),
+            dut.get_words(busy),
+            dut.get_words(dut.port("stat_done")),
+            port(dut, "chain_armed"),
+            port(dut, "chain_pending")
+        );
+    }
+    chain.out.cycles = dut.cycle() - start;
+    chain.end_cycle = dut.get(cyc);
+    let mut left = 1024;
+    while dut.get_bool(ph_busy) {
+        assert!(left > 0, "the phase probe stays busy after the array drained");
+        left -= 1;
+        let c = dut.get(cyc);
+        dut.set(now, c);
+        dut.eval();
+        sample_phase(dut, &mut chain.out.phases);
+        dut.tick();
+    }
+    for p in ["s_w_valid", "s_x_valid", "m_g_ready", "m_r_ready", "m_m_ready"] {
+        let port = dut.port(p);
+        dut.set(port, 0);
+    }
+    dut.eval();
+    chain.out.weights_taken = weights - wsrc.pending();
+    chain.end_fmas = fmas(dut);
+    chain.total_fmas.1 = port(dut, "cnt_fma_total");
+    chain
 }
 
 /// The phase record on `m_ph_*` this cycle, if one leaves.

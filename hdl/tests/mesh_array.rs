@@ -11,7 +11,8 @@
 
 use ws_common::flit::{Flit, Kind};
 use ws_common::golden::mesh::{Layer, StreamLayout};
-use ws_hdl::dut::{run_test, Pattern};
+use ws_common::mesh::{ALL_PES, CFG_CTRL, CFG_PROG};
+use ws_hdl::dut::{run_test, Dut, Pattern};
 use ws_hdl::mesh::Geometry;
 use ws_hdl::mesh_pe::Instr;
 use ws_hdl::mesh_top::scenario::{
@@ -250,6 +251,209 @@ fn samples_for_the_next_step_while_a_step_runs() {
             eprintln!("{:?}: {} and {} cycles", c.dims, a.out.cycles, b.out.cycles);
         }
     });
+}
+
+/// Three steps back to back on two sample buffers, started once and then chained by the array
+/// itself (docs/mesh-array.md "Chained steps"): CHAIN armed during each step, the next step's
+/// samples streaming into the other buffer and its weights waiting at the ingress before the
+/// chain fires, random backpressure on every edge. Every step is bit-exact with its golden
+/// step, its gradient and metrics headers carry its own step (numbered from one STEP write,
+/// through the 16-bit wrap), and the marks are the steps' (`run_chained`). Then a PE that
+/// refuses the chained program stops the chain.
+#[test]
+fn chained_steps() {
+    use ws_common::mesh::{start_word, REG_CHAIN};
+    use ws_hdl::mesh_top::step::{run_chained, StepCase};
+    run_test("mesh_array_chain_2x2", &spec(2), 0xc4a1, |dut| {
+        dut.reset(4);
+        top::configure_routes(dut, &checked_routes(2));
+        let mut rng = dut.rng(6);
+        let c = StepCase {
+            dims: vec![6, 5, 3],
+            b: 3,
+            n: 10,
+            rows_per_chunk: 2,
+            values: Values::Mild(20),
+            params: Values::Mild(20),
+            pats: Patterns {
+                weights: Pattern::Random(0.6),
+                grads: Pattern::Random(0.5),
+                results: Pattern::Mixed,
+            },
+        };
+        let r = run_chained(dut, &mut rng, 2, &c, 3, 0xfffe);
+        for (k, s) in r.steps.iter().enumerate() {
+            eprintln!(
+                "step {k} ({:#06x}): {} cycles, {} FMAs",
+                s.out.grads[0].header.step, s.out.cycles, s.fmas
+            );
+        }
+        for (f, a) in r.chain.fires.iter().zip(&r.chain.advances) {
+            eprintln!(
+                "fire at {}: {} FMAs so far, advance {} ({} cycles later) at {} gradient words",
+                f.cycle,
+                f.latched_fmas,
+                if f.pending { "pending" } else { "at once" },
+                a.cycle - f.cycle,
+                a.latched_grad
+            );
+        }
+        // The next step's first weight words were taken before its fire: they waited in the
+        // array.
+        for k in 1..3 {
+            let first = r.steps[k].out.weight_times[0];
+            assert!(first < r.chain.fires[k - 1].cycle, "step {k}'s first weight word before its fire");
+        }
+        // The phase timestamps start the chained step at the fire: the last step's layer 1
+        // forward begins with its first word, taken after the fire (layer 0's first words,
+        // taken before it, are not stamped reliably: docs/mesh-array.md "Chained steps").
+        let last = &r.steps[2];
+        let l1 = c.dims[1] * (c.dims[0] + 1);
+        assert!(last.out.weight_times[l1] > r.chain.fires[1].cycle, "layer 1 after the fire");
+        assert_eq!(
+            top::phases(dut, 1).fwd_start,
+            last.out.weight_times[l1],
+            "the last step's layer 1 forward start"
+        );
+
+        // A PE that refuses the chained program stops the chain: PE 3's instruction 0 gets a
+        // reserved opcode, the others' a MASK (no weights); the chain fires into it once, PE 3
+        // refuses, and CHAIN armed again does not fire.
+        let get = |dut: &Dut, name: &str| dut.get(dut.port(name));
+        let chains = get(dut, "chain_count");
+        for pe in 0..4u8 {
+            let words = if pe == 3 { [0xf, 0, 0] } else { Instr::Mask { src: 0, dst: 16, count: 1 }.words() };
+            for (w, word) in words.iter().enumerate() {
+                top::cfg_write(dut, pe, CFG_PROG + w as u16, *word);
+            }
+        }
+        top::cfg_write(dut, top::TOP_REGS, REG_CHAIN, start_word(0, 1));
+        tick(dut, 40);
+        assert_eq!(get(dut, "chain_count"), chains + 1, "the chain fires into the refused program");
+        assert_eq!((get(dut, "stat_done"), get(dut, "stat_err")), (0b0111, 0b1000), "PE 3 refused");
+        assert_eq!(get(dut, "stat_err_code") >> 12, 3, "PE 3's code: OP");
+        top::cfg_write(dut, top::TOP_REGS, REG_CHAIN, start_word(0, 1));
+        tick(dut, 200);
+        assert_eq!(get(dut, "chain_count"), chains + 1, "no chain from a refused program");
+        assert_eq!(get(dut, "chain_armed"), 1, "still armed");
+        top::cfg_write(dut, top::TOP_REGS, REG_CHAIN, 0);
+        assert_eq!(get(dut, "chain_armed"), 0, "disarmed");
+    });
+}
+
+/// The advance of a chained step waits for the ended step's last gradient word and goes with
+/// it (the next word is the new step's first, back to back), or goes at the fire when the
+/// table is already exhausted; a STEP write cancels a pending advance; a disarmed CHAIN does
+/// not fire. One GRAD of K = 0 per PE: one word (or 64) out of the snake per step, the egress
+/// held closed so the words wait in the array.
+#[test]
+fn chain_advance_cancel_and_disarm() {
+    use ws_common::flit::Header;
+    use ws_common::mesh::{start_word, REG_CHAIN, REG_STEP};
+    run_test("mesh_array_chain_advance", &spec(2), 0xad7a, |dut| {
+        dut.reset(4);
+        top::configure_routes(dut, &checked_routes(2));
+        let g = Geometry::new(2, 2);
+        for r in 0..4 {
+            let head = (0..4).find(|&p| top::snake_router(g, p) == r) == Some(0);
+            let grad = |m| Instr::Grad { head, b: u32::from(head), k: 0, m, x: 0, dz: 0 };
+            top::load_program_at(dut, r as u8, 0, &[grad(1)]);
+            top::load_program_at(dut, r as u8, 1, &[grad(64)]);
+        }
+        let seg = top::Segment { layer: 2, chunk_words: 1, words: 1, metrics: false };
+        top::configure_step(dut, 0x100, &[seg]);
+        let get = |dut: &Dut, name: &str| dut.get(dut.port(name));
+        let chain =
+            |dut: &mut Dut, base: u8| top::cfg_write(dut, top::TOP_REGS, REG_CHAIN, start_word(base, 1));
+        let ready = dut.port("m_g_ready");
+        dut.set(ready, 0);
+        let wait_done = |dut: &mut Dut| {
+            for _ in 0..500 {
+                if dut.get(dut.port("stat_done")) == 0xf {
+                    return;
+                }
+                dut.tick();
+            }
+            panic!("the PEs did not finish");
+        };
+        // Takes `n` words at the egress: (kind, step, chunk, index).
+        let take = |dut: &mut Dut, n: usize| {
+            let mut got = Vec::new();
+            dut.set(ready, 1);
+            for _ in 0..2000 {
+                dut.eval();
+                if dut.get_bool(dut.port("m_g_valid")) {
+                    let h = Header::unpack(dut.get(dut.port("m_g_user"))).expect("a header");
+                    got.push((h.kind, h.step, h.chunk, h.index));
+                }
+                dut.tick();
+                if got.len() == n {
+                    break;
+                }
+            }
+            dut.set(ready, 0);
+            dut.eval();
+            assert_eq!(got.len(), n, "words at the egress");
+            got
+        };
+        let (gk, ek) = (Kind::Gradient, Kind::Error);
+
+        top::cfg_write(dut, ALL_PES, CFG_CTRL, start_word(0, 1));
+        wait_done(dut);
+        // Fire 1: step 0x100's word still waits at the egress, so the advance is pending.
+        chain(dut, 0);
+        tick(dut, 2);
+        assert_eq!((get(dut, "chain_count"), get(dut, "chain_armed")), (1, 0), "fire 1");
+        assert_eq!(get(dut, "chain_pending"), 1, "fire 1's advance waits for the word");
+        wait_done(dut);
+        // The advance goes with the word; the chained step's word, right behind it, is the
+        // new step's segment 0.
+        assert_eq!(take(dut, 1), vec![(gk, 0x100, 0, 0)], "the ended step's word");
+        assert_eq!((get(dut, "chain_pending"), get(dut, "chain_grad")), (0, 1), "advanced with it");
+        assert_eq!(take(dut, 1), vec![(gk, 0x101, 0, 0)], "the chained step's word");
+        // Fire 2 into an exhausted table: the advance goes at once.
+        chain(dut, 0);
+        tick(dut, 2);
+        assert_eq!(get(dut, "chain_count"), 2, "fire 2");
+        assert_eq!((get(dut, "chain_pending"), get(dut, "chain_grad")), (0, 2), "advanced at the fire");
+        wait_done(dut);
+        // Fire 3 while step 0x102's word waits; a STEP write cancels its advance.
+        chain(dut, 0);
+        tick(dut, 2);
+        assert_eq!((get(dut, "chain_count"), get(dut, "chain_pending")), (3, 1), "fire 3");
+        top::cfg_write(dut, top::TOP_REGS, REG_STEP, 0x300);
+        assert_eq!(get(dut, "chain_pending"), 0, "STEP cancels the advance");
+        wait_done(dut);
+        assert_eq!(take(dut, 2), vec![(gk, 0x300, 0, 0), (ek, 0x300, 0, 0)], "no advance after STEP");
+        assert_eq!((get(dut, "chain_grad"), get(dut, "stat_grad_overrun")), (2, 1), "no advance latched");
+
+        // Fire 4 into the 64-row program: the advance clears the overrun at once; the PEs stay
+        // busy behind the closed egress. CHAIN armed meanwhile and then disarmed never fires.
+        chain(dut, 1);
+        tick(dut, 2);
+        assert_eq!(get(dut, "chain_count"), 4, "fire 4");
+        assert_eq!((get(dut, "chain_grad"), get(dut, "stat_grad_overrun")), (4, 0), "advanced at the fire");
+        chain(dut, 0);
+        tick(dut, 100);
+        assert_eq!((get(dut, "chain_count"), get(dut, "chain_armed")), (4, 1), "armed while the PEs run");
+        assert_ne!(get(dut, "stat_busy"), 0, "the PEs wait for the egress");
+        top::cfg_write(dut, top::TOP_REGS, REG_CHAIN, 0);
+        assert_eq!(get(dut, "chain_armed"), 0, "disarmed");
+        let words = take(dut, 64);
+        assert_eq!(words[0], (gk, 0x301, 0, 0), "the 64-row step's first word");
+        assert!(words[1..].iter().all(|w| w.0 == ek), "the rest beyond the table");
+        wait_done(dut);
+        tick(dut, 100);
+        assert_eq!((get(dut, "chain_count"), get(dut, "chain_armed")), (4, 0), "no fire once disarmed");
+        assert_eq!(get(dut, "cnt_grad_words"), 68, "every word counted");
+    });
+}
+
+/// `n` clock cycles with the inputs as they are.
+fn tick(dut: &mut Dut, n: usize) {
+    for _ in 0..n {
+        dut.tick();
+    }
 }
 
 /// Whole MLP steps: forward, loss, metrics and backward from one program per PE, the gradient

@@ -801,7 +801,7 @@ fn a_mesh_step_runs_from_rings_bit_exact() {
     let mut rng = StdRng::seed_from_u64(0x3e5);
     let side = 2;
     let id = tb.read(Slot::Mesh, 0);
-    assert_eq!(id, 0x4d45_0100, "mesh ID word");
+    assert_eq!(id, 0x4d45_0101, "mesh ID word");
     let prm = tb.read(Slot::Mesh, mesh::PARAMS);
     assert_eq!((mesh::params::ROWS.get(prm), mesh::params::COLS.get(prm)), (2, 2));
 
@@ -953,6 +953,44 @@ fn a_mesh_step_runs_from_rings_bit_exact() {
     tb.write(Slot::Mesh, mesh::CNT_SEL, 99 << 16);
     assert_eq!(tb.read(Slot::Mesh, mesh::CNT_VALUE), 0, "a group that does not exist reads 0");
 
+    // The chain registers (docs/mesh-array.md "Chained steps"): FMAS is the sum of the PEs'
+    // counters; CHAIN, written through CFG_TARGET 0xfe, fires at once (every PE is done) into
+    // a program of length 0, which every PE refuses, latching the marks; the table is
+    // exhausted, so the advance goes with the fire.
+    let pe_fmas: u32 = (0..g.routers() as u32)
+        .map(|r| {
+            tb.write(Slot::Mesh, mesh::CNT_SEL, r);
+            tb.read(Slot::Mesh, mesh::CNT_VALUE)
+        })
+        .sum();
+    assert_eq!(tb.read(Slot::Mesh, mesh::FMAS), pe_fmas, "FMAS: every PE's FMAs");
+    assert_eq!(tb.read(Slot::Mesh, mesh::CHAIN_STAT), 0, "no chain yet");
+    mesh_cfg(&mut tb, 0xfe, 0x0002, &[ws_common::mesh::start_word(0, 0)]);
+    // The fire comes in the cycle after the CFG_DATA write: a read right behind the write may
+    // still see CHAIN armed.
+    let mut st = tb.read(Slot::Mesh, mesh::CHAIN_STAT);
+    for _ in 0..4 {
+        if mesh::chain_stat::CHAINS.get(st) != 0 {
+            break;
+        }
+        st = tb.read(Slot::Mesh, mesh::CHAIN_STAT);
+    }
+    assert_eq!(
+        (
+            mesh::chain_stat::CHAINS.get(st),
+            mesh::chain_stat::ARMED.get(st),
+            mesh::chain_stat::PENDING.get(st)
+        ),
+        (1, 0, 0),
+        "CHAIN fired and advanced"
+    );
+    assert_eq!(mesh::done::ERR.get(tb.read(Slot::Mesh, mesh::DONE)), all, "every PE refused length 0");
+    assert_eq!(tb.read(Slot::Mesh, mesh::CHAIN_FMAS), pe_fmas, "CHAIN_FMAS: FMAS at the fire");
+    assert_eq!(tb.read(Slot::Mesh, mesh::CHAIN_GRAD) as usize, want.len(), "CHAIN_GRAD: the step's words");
+    tb.write(Slot::Mesh, mesh::CNT_SEL, 13 << 16);
+    let fired = tb.read(Slot::Mesh, mesh::CHAIN_CYCLE);
+    assert!(fired > c0 && fired < tb.read(Slot::Mesh, mesh::CNT_VALUE), "CHAIN_CYCLE: the fire's cycle");
+
     // Weight flits need a chunk size: op 4 with GRAD_CHUNK.params = 0 is refused (BAD_CHUNK)
     // and moves nothing.
     let fed_before = tb.read(Slot::Mesh, mesh::FEED_WORDS);
@@ -997,6 +1035,11 @@ fn mesh_writes_that_address_nothing_are_flagged_and_dropped() {
         mesh::FEED_WORDS,
         mesh::SAMPLE_WORDS,
         mesh::GRAD_WORDS,
+        mesh::CHAIN_STAT,
+        mesh::CHAIN_CYCLE,
+        mesh::CHAIN_FMAS,
+        mesh::CHAIN_GRAD,
+        mesh::FMAS,
     ];
     let sticky = mesh::flags::BAD_ROUTE.val(1) | mesh::flags::BAD_TARGET.val(1);
     let snapshot = |tb: &mut Tb| -> Vec<u32> {

@@ -36,6 +36,10 @@ pub const CFG_SRAM: u16 = 0x8000;
 pub const REG_STEP: u16 = 0x0000;
 /// Top register: segments in the gradient header table.
 pub const REG_NSEG: u16 = 0x0001;
+/// Top register CHAIN (docs/mesh-array.md "Chained steps"): [`start_word`] arms the array to
+/// start every PE at that program itself once the running step ends; a word with bit 0 clear
+/// disarms.
+pub const REG_CHAIN: u16 = 0x0002;
 /// Top register: segment n word w (0 layer id and metrics flag, 1 words per chunk, 2 words of
 /// the layer) at `REG_SEG + 4n + w`.
 pub const REG_SEG: u16 = 0x0100;
@@ -43,6 +47,12 @@ pub const REG_SEG: u16 = 0x0100;
 /// 11:0, which the wafer's phase records carry (docs/trace.md "FMA phases"). Reset:
 /// [`TAG_NONE`].
 pub const REG_TAG: u16 = 0x0200;
+/// The start of a program of `len` instructions from instruction `base` on: a PE's CTRL word
+/// (bit 0 start, bits 15:8 base, bits 31:16 length), and the array's CHAIN word (bit 0 arm).
+pub const fn start_word(base: u8, len: u16) -> u32 {
+    ((len as u32) << 16) | ((base as u32) << 8) | 1
+}
+
 /// The instructions a wafer keeps layer tags for.
 pub const TAG_SLOTS: usize = 16;
 /// The tag of an instruction that belongs to no layer (the metrics reduction), and of one

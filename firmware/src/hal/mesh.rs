@@ -5,8 +5,8 @@
 //! data mover (ops 4 and 5), gradients leave through its capture sink.
 
 use ws_common::mesh::{
-    Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_NSEG, REG_SEG, REG_STEP, REG_TAG, TAG_SLOTS,
-    TOP_REGS,
+    start_word, Instr, Route, Segment, ALL_PES, CFG_CTRL, CFG_PROG, REG_CHAIN, REG_NSEG, REG_SEG, REG_STEP,
+    REG_TAG, TAG_SLOTS, TOP_REGS,
 };
 use ws_common::regmap::mesh as reg;
 
@@ -47,6 +47,26 @@ pub enum ConfigRefused {
     Route,
     /// A CFG_DATA write went to a PE that does not exist.
     Target,
+}
+
+/// What the array latched for chained steps (docs/mesh-array.md "Chained steps"): CHAIN_STAT,
+/// CHAIN_CYCLE, CHAIN_FMAS and CHAIN_GRAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChainMarks {
+    /// Fires since reset (wraps at 2^16).
+    pub chains: u16,
+    /// CHAIN is armed: the next step starts when the running one ends.
+    pub armed: bool,
+    /// The last fire's advance (STEP + 1, the egress table restarted) still waits for the
+    /// ended step's last gradient words.
+    pub pending: bool,
+    /// The array's cycle counter at the last fire.
+    pub cycle: u32,
+    /// FMAS at the last fire: the difference of two fires is one step's FMAs.
+    pub fmas: u32,
+    /// GRAD_WORDS at the last advance: the difference of two advances is one step's
+    /// gradient words.
+    pub grad: u32,
 }
 
 /// Counter groups of CNT_SEL.
@@ -185,6 +205,43 @@ impl MeshHw {
         self.cfg(ALL_PES, CFG_CTRL, &[((len as u32) << 16) | ((base as u32 & 0xff) << 8) | 1]);
     }
 
+    /// Whether the block has CHAIN and its marks (version 1.1 on).
+    pub fn can_chain(&self) -> bool {
+        let (_, major, minor) = ws_common::regmap::split_id_word(self.r.id().read());
+        (major, minor) >= (1, 1)
+    }
+
+    /// Arms CHAIN: once the running step ends (every PE done, none refused), the array starts
+    /// every PE on the `len` instructions from `base` on by itself, and advances STEP by one
+    /// once the ended step's gradient words have left (docs/mesh-array.md "Chained steps").
+    /// Arm it while the step before runs, after the next step's samples are placed.
+    pub fn chain(&self, base: usize, len: usize) {
+        self.cfg(TOP_REGS, REG_CHAIN, &[start_word((base & 0xff) as u8, (len & 0xffff) as u16)]);
+    }
+
+    /// Disarms CHAIN (a fire that already happened stands: see [`Self::chain_marks`]).
+    pub fn unchain(&self) {
+        self.cfg(TOP_REGS, REG_CHAIN, &[0]);
+    }
+
+    /// What the array latched for chained steps.
+    pub fn chain_marks(&self) -> ChainMarks {
+        let st = self.r.chain_stat().read();
+        ChainMarks {
+            chains: reg::chain_stat::CHAINS.get(st) as u16,
+            armed: reg::chain_stat::ARMED.get(st) != 0,
+            pending: reg::chain_stat::PENDING.get(st) != 0,
+            cycle: self.r.chain_cycle().read(),
+            fmas: self.r.chain_fmas().read(),
+            grad: self.r.chain_grad().read(),
+        }
+    }
+
+    /// FMA issues of every PE together since reset (FMAS), wrapping at 2^32.
+    pub fn fmas_total(&self) -> u32 {
+        self.r.fmas().read()
+    }
+
     /// The PEs done and refused since the last start (bit = router index).
     pub fn done(&self) -> (u16, u16) {
         let d = self.r.done().read();
@@ -222,13 +279,19 @@ impl MeshHw {
     }
 
     /// Takes every word of the metrics FIFO of step `step` into `out` (index order); returns
-    /// how many were there. Words of another step are dropped.
+    /// how many were there. Words of an earlier step are dropped; a word of a later step
+    /// (a chained step's, docs/mesh-array.md "Chained steps") stays at the head for its step.
     pub fn take_metrics(&self, step: u16, out: &mut [u32]) -> usize {
         let mut n = 0;
         while reg::flags::METRICS_COUNT.get(self.r.flags().read()) != 0 {
             let (v, h) = (self.r.metrics().read(), self.r.metrics_hdr().read());
             let i = reg::metrics_hdr::INDEX.get(h) as usize;
-            if reg::metrics_hdr::STEP.get(h) == u32::from(step) {
+            // Step numbers wrap: "later" is up to half the 16-bit range ahead.
+            let ahead = (reg::metrics_hdr::STEP.get(h) as u16).wrapping_sub(step);
+            if ahead != 0 && ahead < 0x8000 {
+                break;
+            }
+            if ahead == 0 {
                 if let Some(slot) = out.get_mut(i) {
                     *slot = v;
                     n += 1;

@@ -4,7 +4,7 @@
 // ws_mesh_csr: register file of the `mesh` block (slot 25, base 0x20019000).
 // The wafer mesh (docs/mesh-array.md "In the SoC"): a P×Q array of PEs and routers inside ws_mx_block. Firmware writes the route tables, the PE programs and the step's egress table through these registers; samples and weights come in from the link DMA RAM through the data mover (mxdma ops 4 and 5), gradients go out through its capture sink, and the step's metrics and the PEs' DUMP words wait in two FIFOs here.
 // Register port: one-cycle read latency, as every slave on the SoC bus (docs/soc.md).
-// Offset 0x000 is the ID word 0x4d450100: id 0x4d45, version 1.0.
+// Offset 0x000 is the ID word 0x4d450101: id 0x4d45, version 1.1.
 
 `default_nettype none
 
@@ -81,10 +81,17 @@ module ws_mesh_csr (
     input  wire [31:0] grad_words_count_i,
     input  wire [ 7:0] wafer_index_i,
     input  wire [ 7:0] wafer_count_i,
-    input  wire [ 7:0] wafer_port_i
+    input  wire [ 7:0] wafer_port_i,
+    input  wire [15:0] chain_stat_chains_i,
+    input  wire        chain_stat_armed_i,
+    input  wire        chain_stat_pending_i,
+    input  wire [31:0] chain_cycle_cycle_i,
+    input  wire [31:0] chain_fmas_count_i,
+    input  wire [31:0] chain_grad_count_i,
+    input  wire [31:0] fmas_count_i
 );
 
-    localparam [31:0] ID_WORD = 32'h4d450100;
+    localparam [31:0] ID_WORD = 32'h4d450101;
 
     wire        wr = reg_req && reg_we;
     wire        rd = reg_req && !reg_we;
@@ -97,7 +104,7 @@ module ws_mesh_csr (
 
     // MEMS @ 0x008: Memories of each PE.
 
-    // CFG_TARGET @ 0x00c: Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, the egress table) and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
+    // CFG_TARGET @ 0x00c: Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, CHAIN, the egress table, docs/mesh-array.md "Top registers") and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
     wire sel_cfg_target = reg_addr[11:2] == 10'd3;
     assign cfg_target_we = wr && sel_cfg_target;
     reg  [15:0] cfg_target_addr_reg;
@@ -232,6 +239,16 @@ module ws_mesh_csr (
 
     // WAFER @ 0x060: Which wafer this block is (docs/mesh-array.md "Several wafers"): the SoC carries `count` wafer meshes, one register slot each from slot 25, wafer i on SwarmX downstream port `port` (the last port for wafer 0, then down).
 
+    // CHAIN_STAT @ 0x064: Chained steps (docs/mesh-array.md "Chained steps"; since version 1.1). CHAIN itself is a top register of the array, written like STEP through CFG_TARGET (pe 0xfe, addr 0x0002) and CFG_DATA: bit 0 arm (0 disarms), bits 15:8 the base instruction, bits 31:16 the program length, a PE's CTRL start encoding. While armed, in the first cycle every PE has ended its program (DONE.done all set, BUSY.pes clear, DONE.err clear), the step's last FMA phase record is out, no advance is pending and no CFG_DATA write comes, the array starts every PE at base and length as a CTRL start to PE 0xff would, disarms and counts a chain (the fire). The fire starts the chained step for the phase timestamps and the FMA phase records (which carry STEP + 1 from it on). A PE that refuses the chained program shows in DONE.err and ERR_CODES as after any start, and nothing chains from it. The fire leaves an advance pending, applied with the last word of the egress table (at once if the table is already exhausted): STEP + 1, the table from segment 0, FLAGS.grad_overrun cleared, as a STEP write of STEP + 1 would. A STEP write cancels a pending advance.
+
+    // CHAIN_CYCLE @ 0x068: The array's cycle counter (CNT_SEL group 13, the phase timestamps' clock) in the cycle of the last fire: the ended step's end and the chained step's start. Since version 1.1.
+
+    // CHAIN_FMAS @ 0x06c: FMAS in the cycle of the last fire (no PE issues in it): the difference of two fires is the FMAs of the step between them. Since version 1.1.
+
+    // CHAIN_GRAD @ 0x070: GRAD_WORDS at the last advance, with the word handed out in its cycle: every gradient word of the steps up to the one that ended at the fire (words beyond its table too), none of the chained step's. The difference of two advances is one step's gradient words. Since version 1.1.
+
+    // FMAS @ 0x074: FMA issues of every PE together since reset (the sum of CNT_SEL group 0; CMD.cnt_clear leaves it), wrapping at 2^32. Since version 1.1.
+
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;
     always @* begin
@@ -322,6 +339,23 @@ module ws_mesh_csr (
                 rdata_next[7:0] = wafer_index_i;
                 rdata_next[15:8] = wafer_count_i;
                 rdata_next[23:16] = wafer_port_i;
+            end
+            10'd25: begin
+                rdata_next[15:0] = chain_stat_chains_i;
+                rdata_next[16] = chain_stat_armed_i;
+                rdata_next[17] = chain_stat_pending_i;
+            end
+            10'd26: begin
+                rdata_next[31:0] = chain_cycle_cycle_i;
+            end
+            10'd27: begin
+                rdata_next[31:0] = chain_fmas_count_i;
+            end
+            10'd28: begin
+                rdata_next[31:0] = chain_grad_count_i;
+            end
+            10'd29: begin
+                rdata_next[31:0] = fmas_count_i;
             end
             default: rdata_next = 32'h0;
         endcase

@@ -4395,16 +4395,16 @@ pub mod mesh {
     /// Major version.
     pub const VERSION_MAJOR: u8 = 1;
     /// Minor version.
-    pub const VERSION_MINOR: u8 = 0;
+    pub const VERSION_MINOR: u8 = 1;
     /// The ID word read at offset 0.
-    pub const ID_WORD: u32 = 0x4d450100;
+    pub const ID_WORD: u32 = 0x4d450101;
     /// Offset of the ID word.
     pub const ID_OFFSET: u32 = 0x0;
     /// Offset of PARAMS: Build parameters of the array.
     pub const PARAMS: u32 = 0x004;
     /// Offset of MEMS: Memories of each PE.
     pub const MEMS: u32 = 0x008;
-    /// Offset of CFG_TARGET: Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, the egress table) and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
+    /// Offset of CFG_TARGET: Where the next CFG_DATA word goes: a PE by router index (0xff every PE, 0xfe the array's own registers: STEP, NSEG, CHAIN, the egress table, docs/mesh-array.md "Top registers") and an address of its configuration space (docs/mesh-pe.md: 0x0000 CTRL, 0x1000 + 4n + w program, 0x8000 + a SRAM). Writing it sets CFG_NEXT.
     pub const CFG_TARGET: u32 = 0x00c;
     /// Offset of CFG_DATA: Writes one word to CFG_NEXT's target, then moves CFG_NEXT.addr one word on; in a PE's program store (0x1000..0x1fff) from word 2 of an instruction to word 0 of the next. So a program (3 words an instruction) or a run of SRAM words is one CFG_TARGET write and a burst of CFG_DATA writes. A PE refuses writes outside its program store or SRAM (its stat_err code 1 at the next start).
     pub const CFG_DATA: u32 = 0x010;
@@ -4448,6 +4448,16 @@ pub mod mesh {
     pub const GRAD_WORDS: u32 = 0x05c;
     /// Offset of WAFER: Which wafer this block is (docs/mesh-array.md "Several wafers"): the SoC carries `count` wafer meshes, one register slot each from slot 25, wafer i on SwarmX downstream port `port` (the last port for wafer 0, then down).
     pub const WAFER: u32 = 0x060;
+    /// Offset of CHAIN_STAT: Chained steps (docs/mesh-array.md "Chained steps"; since version 1.1). CHAIN itself is a top register of the array, written like STEP through CFG_TARGET (pe 0xfe, addr 0x0002) and CFG_DATA: bit 0 arm (0 disarms), bits 15:8 the base instruction, bits 31:16 the program length, a PE's CTRL start encoding. While armed, in the first cycle every PE has ended its program (DONE.done all set, BUSY.pes clear, DONE.err clear), the step's last FMA phase record is out, no advance is pending and no CFG_DATA write comes, the array starts every PE at base and length as a CTRL start to PE 0xff would, disarms and counts a chain (the fire). The fire starts the chained step for the phase timestamps and the FMA phase records (which carry STEP + 1 from it on). A PE that refuses the chained program shows in DONE.err and ERR_CODES as after any start, and nothing chains from it. The fire leaves an advance pending, applied with the last word of the egress table (at once if the table is already exhausted): STEP + 1, the table from segment 0, FLAGS.grad_overrun cleared, as a STEP write of STEP + 1 would. A STEP write cancels a pending advance.
+    pub const CHAIN_STAT: u32 = 0x064;
+    /// Offset of CHAIN_CYCLE: The array's cycle counter (CNT_SEL group 13, the phase timestamps' clock) in the cycle of the last fire: the ended step's end and the chained step's start. Since version 1.1.
+    pub const CHAIN_CYCLE: u32 = 0x068;
+    /// Offset of CHAIN_FMAS: FMAS in the cycle of the last fire (no PE issues in it): the difference of two fires is the FMAs of the step between them. Since version 1.1.
+    pub const CHAIN_FMAS: u32 = 0x06c;
+    /// Offset of CHAIN_GRAD: GRAD_WORDS at the last advance, with the word handed out in its cycle: every gradient word of the steps up to the one that ended at the fire (words beyond its table too), none of the chained step's. The difference of two advances is one step's gradient words. Since version 1.1.
+    pub const CHAIN_GRAD: u32 = 0x070;
+    /// Offset of FMAS: FMA issues of every PE together since reset (the sum of CNT_SEL group 0; CMD.cnt_clear leaves it), wrapping at 2^32. Since version 1.1.
+    pub const FMAS: u32 = 0x074;
     /// Fields of PARAMS.
     pub mod params {
         use super::Field;
@@ -4565,7 +4575,7 @@ pub mod mesh {
     /// Fields of FLAGS.
     pub mod flags {
         use super::Field;
-        /// A gradient word came beyond the egress table (STEP clears it). (ro, bits 0:0).
+        /// A gradient word came beyond the egress table (STEP and a chained step's advance clear it). (ro, bits 0:0).
         pub const GRAD_OVERRUN: Field = Field { shift: 0, width: 1 };
         /// A router buffer overflowed (a credit error: never in a working array). (ro, bits 1:1).
         pub const OVERFLOW: Field = Field { shift: 1, width: 1 };
@@ -4648,6 +4658,40 @@ pub mod mesh {
         /// Its SwarmX downstream port (0xff: the block has no SwarmX). (ro, bits 23:16).
         pub const PORT: Field = Field { shift: 16, width: 8 };
     }
+    /// Fields of CHAIN_STAT.
+    pub mod chain_stat {
+        use super::Field;
+        /// Fires since reset (wraps at 2^16). (ro, bits 15:0).
+        pub const CHAINS: Field = Field { shift: 0, width: 16 };
+        /// CHAIN is armed: the next step starts when the running one ends. (ro, bits 16:16).
+        pub const ARMED: Field = Field { shift: 16, width: 1 };
+        /// A fire's advance waits for the ended step's last gradient words to leave. (ro, bits 17:17).
+        pub const PENDING: Field = Field { shift: 17, width: 1 };
+    }
+    /// Fields of CHAIN_CYCLE.
+    pub mod chain_cycle {
+        use super::Field;
+        /// `cycle` field (ro, bits 31:0).
+        pub const CYCLE: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CHAIN_FMAS.
+    pub mod chain_fmas {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of CHAIN_GRAD.
+    pub mod chain_grad {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FMAS.
+    pub mod fmas {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
+    }
 }
 
 /// Every register block of the SoC, in slot order.
@@ -4662,5 +4706,5 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 1, in_soc: true },
     BlockDesc { name: "trace", slot: 18, id: 0x5452, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
-    BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 0, in_soc: true },
+    BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 1, in_soc: true },
 ];
