@@ -728,7 +728,7 @@ impl Mx {
     pub fn status(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::STATUS as usize)
     }
-    /// CMD (wo): Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM.
+    /// CMD (wo): Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM, 4 STREAM_AFTER (since version 1.1): waits, busy, until the layer's DONE reaches `after`, then STREAMs the layer with step STEP + 1 (the weights the update of STEP produced), so a layer is read back from the store as soon as its update has retired, without the core.
     #[inline(always)]
     pub fn cmd(&self) -> Reg {
         Reg(Self::BASE + regmap::mx::CMD as usize)
@@ -2320,6 +2320,21 @@ impl Mxdma {
     #[inline(always)]
     pub fn wout_start(&self) -> Reg {
         Reg(Self::BASE + regmap::mxdma::WOUT_START as usize)
+    }
+    /// FWD_PARAMS (ro): The forward buffer between the streamer's weight-out and SwarmX's broadcast (WOUT_CTRL.fwd). (Since version 1.2.)
+    #[inline(always)]
+    pub fn fwd_params(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::FWD_PARAMS as usize)
+    }
+    /// FWD_LEVEL (ro): Words in the forward buffer now (forwarded, not yet taken by the broadcast). (Since version 1.2.)
+    #[inline(always)]
+    pub fn fwd_level(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::FWD_LEVEL as usize)
+    }
+    /// FWD_WORDS (ro): Updated weight words taken into the forward buffer since reset. (Since version 1.2.)
+    #[inline(always)]
+    pub fn fwd_words(&self) -> Reg {
+        Reg(Self::BASE + regmap::mxdma::FWD_WORDS as usize)
     }
 }
 

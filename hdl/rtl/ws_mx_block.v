@@ -27,7 +27,10 @@
 // go up the ports, through the node's reduction, into the streamer (docs/mesh-array.md "On
 // SwarmX"). With WOUT_CTRL.reads the broadcast takes the streamer's STREAM chunks instead,
 // straight from the store, while its updated weights go to the sink (docs/mesh-array.md
-// "Weights from the store").
+// "Weights from the store"), except those of layer WOUT_CTRL.fwd_layer with WOUT_CTRL.fwd:
+// they go into the forward buffer (FWD_WORDS words) and from it down the broadcast ahead of
+// any STREAM chunk, as the next step's forward weights of that layer (docs/mesh-array.md
+// "Forwarding").
 //
 // The trace unit (ws_trace, register slot 18; docs/trace.md) watches the block's streams: the
 // mover's feed, SwarmX's upstream input and output, every downstream port both ways, the
@@ -46,6 +49,8 @@ module ws_mx_block #(
     parameter MESH_MAX_B = 4,         // sample slots per mesh PE
     parameter MESH_PROG_DEPTH = 16,   // each mesh PE's program store
     parameter MESH_W = 1,             // wafer meshes, 1..4 (with MESH_P > 0)
+    parameter FWD_WORDS = 0,          // forward buffer words, 0 or a power of two >= 2
+                                      // (SWARM_PORTS > 0 and MESH_P > 0; docs/mesh-array.md "Forwarding")
     parameter MW = (MESH_W > 0) ? MESH_W : 1  // width of the mesh register vectors (derived)
 ) (
     input  wire                         clk,
@@ -84,6 +89,13 @@ module ws_mx_block #(
     // The simulation store's sticky AXI-protocol alarm (ws_mx_mem_model err_protocol).
     output wire                         mem_err_protocol
 );
+
+    `include "ws_flit.vh"
+
+    initial begin
+        if (FWD_WORDS != 0 && (FWD_WORDS < 2 || (FWD_WORDS & (FWD_WORDS - 1)) != 0))
+            $error("ws_mx_block: FWD_WORDS must be 0 or a power of two >= 2");
+    end
 
     // Two AXI masters packed for ws_mx_axi_arb: [0] the streamer, [1] the data mover.
     wire [2*2-1:0] x_arid;
@@ -162,7 +174,9 @@ module ws_mx_block #(
     wire        sink_valid, sink_ready, sink_last;
     wire [31:0] sink_data;
     wire [63:0] sink_user;
-    wire        wout_swarm, wout_reads;
+    wire        wout_swarm, wout_reads, wout_fwd, fwd_flush;
+    wire [11:0] wout_fwd_layer;
+    wire [31:0] fwd_level, fwd_words;
     // The data mover's feed as it leaves the mover (feed_* is its MemoryX part), and the
     // capture sink's MemoryX source (sink_* is what the mover takes).
     wire        dma_feed_valid, dma_feed_ready, dma_feed_keep, dma_feed_last, dma_feed_swarm;
@@ -177,6 +191,8 @@ module ws_mx_block #(
     // mover's op 4 flits go into the node's broadcast, a held port's copies into its wafer's
     // weight ingress, and the wafer's gradient egress up the port.
     localparam NPORT = (SWARM_PORTS > 0) ? SWARM_PORTS : 1;
+    // The forward buffer sits between the streamer and the broadcast to the wafers.
+    localparam FWD_ON = FWD_WORDS > 0 && SWARM_PORTS > 0 && MESH_P > 0;
     wire        mesh_swarm;
     wire [NPORT-1:0] held;            // ports a wafer holds
     wire [NPORT-1:0] bc_valid, bc_ready, bc_last, up_valid_w, up_ready_w, up_last_w;
@@ -278,7 +294,8 @@ module ws_mx_block #(
         .DMA_BYTES(DMA_BYTES),
         .ID_WIDTH(2),
         .SWARM_PORTS(SWARM_PORTS),
-        .MESH(MESH_P > 0 ? 1 : 0)
+        .MESH(MESH_P > 0 ? 1 : 0),
+        .FWD_LOG2(FWD_ON ? $clog2(FWD_WORDS) : 0)
     ) dma_inst (
         .clk(clk),
         .rst(rst),
@@ -340,7 +357,12 @@ module ws_mx_block #(
         .s_wout_last(sink_last),
         .s_wout_user(sink_user),
         .wout_swarm(wout_swarm),
-        .wout_reads(wout_reads)
+        .wout_reads(wout_reads),
+        .wout_fwd(wout_fwd),
+        .wout_fwd_layer(wout_fwd_layer),
+        .fwd_flush(fwd_flush),
+        .fwd_level(fwd_level),
+        .fwd_words(fwd_words)
     );
 
     generate
@@ -468,7 +490,10 @@ module ws_mx_block #(
             assign sw_fire = {(N_PROBES-3){1'b0}};
             assign sw_last = {(N_PROBES-3){1'b0}};
             assign sw_user = {(N_PROBES-3)*64{1'b0}};
+            assign fwd_level = 32'd0;
+            assign fwd_words = 32'd0;
             wire _unused_swarm = &{1'b0, swarm_reg_req, feed_swarm, feed_port, wout_swarm, wout_reads,
+                                   wout_fwd, wout_fwd_layer, fwd_flush,
                                    wout_read, mesh_swarm,
                                    op4_valid, held, bc_ready, up_valid_w, up_data_w, up_last_w, up_user_w};
         end else begin : g_swarm
@@ -490,12 +515,67 @@ module ws_mx_block #(
             wire wout_bcast = wout_swarm && !mesh_swarm;
             wire reads = mesh_swarm && wout_reads;
             wire wout_down = reads && wout_read;     // this weight-out beat goes down
+
+            // The forward buffer (WOUT_CTRL.fwd): an update beat of layer fwd_layer goes in, and
+            // the buffer's words go down ahead of STREAM beats, which wait until it is empty.
+            // The weight-out is one stream in descriptor order, so a STREAM chunk and forwarded
+            // words never interleave on the broadcast: while a STREAM beat goes down the buffer
+            // is empty, and nothing enters it until the STREAM chunk has left the streamer.
+            wire        fwd_beat;                    // this weight-out beat is forwarded
+            wire        fq_in_ready, fq_valid, fq_ready, fq_last;
+            wire [31:0] fq_data;
+            wire [63:0] fq_user;
+            wire        fq_empty;
+            if (FWD_ON) begin : g_fwd
+                localparam FL = $clog2(FWD_WORDS + 1);
+                wire [FL-1:0] level;
+                wire [96:0]   word;
+                reg  [31:0]   taken_reg;
+                assign fwd_beat = reads && wout_fwd && !wout_read
+                    && wout_user[WS_FLIT_LAYER_LSB +: WS_FLIT_LAYER_WIDTH] == wout_fwd_layer;
+                ws_fifo #(
+                    .DEPTH(FWD_WORDS),
+                    .WIDTH(97)
+                ) fwd_fifo (
+                    .clk(clk),
+                    .rst(rst || fwd_flush),
+                    .s_valid(wout_valid && fwd_beat),
+                    .s_ready(fq_in_ready),
+                    .s_data({wout_last, wout_user, wout_data}),
+                    .m_valid(fq_valid),
+                    .m_ready(fq_ready),
+                    .m_data(word),
+                    .level(level)
+                );
+                assign {fq_last, fq_user, fq_data} = word;
+                assign fq_empty = level == {FL{1'b0}};
+                assign fwd_level = {{(32 - FL){1'b0}}, level};
+                assign fwd_words = taken_reg;
+                always @(posedge clk) begin
+                    if (wout_valid && fwd_beat && fq_in_ready) taken_reg <= taken_reg + 32'd1;
+                    if (rst) taken_reg <= 32'd0;
+                end
+            end else begin : g_no_fwd
+                assign fwd_beat = 1'b0;
+                assign fq_in_ready = 1'b0;
+                assign fq_valid = 1'b0;
+                assign fq_last = 1'b0;
+                assign fq_data = 32'd0;
+                assign fq_user = 64'd0;
+                assign fq_empty = 1'b1;
+                assign fwd_level = 32'd0;
+                assign fwd_words = 32'd0;
+                wire _unused_fwd = &{1'b0, wout_fwd, wout_fwd_layer, fwd_flush, fq_ready};
+            end
+            wire fq_down = reads && fq_valid;        // the broadcast takes the buffer's word
+
             // The broadcast's input.
-            wire        bci_valid = mesh_swarm ? (reads ? wout_valid && wout_read : op4_valid)
+            wire        bci_valid = mesh_swarm ? (reads ? fq_valid || (wout_valid && wout_read && fq_empty)
+                                                        : op4_valid)
                                                : wout_bcast && wout_valid;
-            wire [31:0] bci_data = (mesh_swarm && !reads) ? dma_feed_data : wout_data;
-            wire        bci_last = (mesh_swarm && !reads) ? dma_feed_last : wout_last;
-            wire [63:0] bci_user = (mesh_swarm && !reads) ? dma_feed_user : wout_user;
+            wire [31:0] bci_data = (mesh_swarm && !reads) ? dma_feed_data : fq_down ? fq_data : wout_data;
+            wire        bci_last = (mesh_swarm && !reads) ? dma_feed_last : fq_down ? fq_last : wout_last;
+            wire [63:0] bci_user = (mesh_swarm && !reads) ? dma_feed_user : fq_down ? fq_user : wout_user;
 
             // The feed: straight to the streamer's arbiter, or to one downstream port; a port
             // is its wafer's while the wafer is on SwarmX.
@@ -551,13 +631,19 @@ module ws_mx_block #(
             end
 
             // Weight-out: to the sink, or down the broadcast with port 0 to the sink, or
-            // (WOUT_CTRL.reads) a STREAM chunk's beats down and an update's to the sink.
-            assign mxs_valid = wout_bcast ? dn_out_valid[0] : wout_valid && !wout_down;
+            // (WOUT_CTRL.reads) a STREAM chunk's beats down (once the forward buffer is
+            // empty), a forwarded update's into the forward buffer and any other update's to
+            // the sink.
+            assign mxs_valid = wout_bcast ? dn_out_valid[0] : wout_valid && !wout_down && !fwd_beat;
             assign mxs_data = wout_bcast ? dn_out_data[0 +: 32] : wout_data;
             assign mxs_last = wout_bcast ? dn_out_last[0] : wout_last;
             assign mxs_user = wout_bcast ? dn_out_user[0 +: 64] : wout_user;
             wire bcast_ready;
-            assign wout_ready = (wout_bcast || wout_down) ? bcast_ready : mxs_ready;
+            assign wout_ready = wout_bcast ? bcast_ready
+                              : wout_down ? bcast_ready && fq_empty
+                              : fwd_beat ? fq_in_ready
+                              : mxs_ready;
+            assign fq_ready = fq_down && bcast_ready;
             assign op4_bcast_ready = mesh_swarm && !reads && bcast_ready;
 
             // The trace unit's view of the node: broadcast in, reduced out, then every port

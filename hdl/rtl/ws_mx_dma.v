@@ -45,7 +45,8 @@ module ws_mx_dma #(
     parameter DMA_BYTES = 65536,         // link DMA RAM bytes, a power of two
     parameter ID_WIDTH = 2,              // AXI ID bits (always 0 on the wire)
     parameter SWARM_PORTS = 0,           // SwarmX downstream ports a feed may fan out over
-    parameter MESH = 0                   // 1: the block has a wafer mesh (ops 4 and 5)
+    parameter MESH = 0,                  // 1: the block has a wafer mesh (ops 4 and 5)
+    parameter FWD_LOG2 = 0               // log2 of the owner's forward buffer words (0: none)
 ) (
     input  wire                         clk,
     input  wire                         rst,
@@ -119,7 +120,15 @@ module ws_mx_dma #(
     input  wire [63:0]                  s_wout_user,
     // WOUT_CTRL.swarm: the owner routes the streamer's weight-out through SwarmX's broadcast.
     output wire                         wout_swarm,
-    output wire                         wout_reads
+    output wire                         wout_reads,
+    // WOUT_CTRL.fwd / fwd_layer: the owner's forward buffer takes that layer's updates
+    // (docs/mesh-array.md "Forwarding"); its level and the words it took, for FWD_LEVEL and
+    // FWD_WORDS.
+    output wire                         wout_fwd,
+    output wire [11:0]                  wout_fwd_layer,
+    output wire                         fwd_flush,   // a WOUT_CTRL write left `reads` off
+    input  wire [31:0]                  fwd_level,
+    input  wire [31:0]                  fwd_words
 );
 
     localparam BEAT_WORDS = DATA_WIDTH / 32;
@@ -155,6 +164,8 @@ module ws_mx_dma #(
     localparam [7:0] E_BAD_ROUTE = 8'd9;
     localparam integer SWARM_PORTS_I = SWARM_PORTS;
     localparam [7:0] SWARM_PORTS_B = SWARM_PORTS_I[7:0];
+    localparam integer FWD_LOG2_I = FWD_LOG2;
+    localparam [7:0] FWD_LOG2_B = FWD_LOG2_I[7:0];
 
     // ---------------------------------------------------------------- registers
 
@@ -219,6 +230,8 @@ module ws_mx_dma #(
         .wout_ctrl_capture(wout_capture),
         .wout_ctrl_swarm(wout_swarm),
         .wout_ctrl_reads(wout_reads),
+        .wout_ctrl_fwd(wout_fwd),
+        .wout_ctrl_fwd_layer(wout_fwd_layer),
         .wout_ctrl_we(wout_ctrl_we),
         .wout_base_addr(wout_base),
         .wout_base_we(unused_we[7]),
@@ -235,7 +248,10 @@ module ws_mx_dma #(
         .grad_route_skip(route_skip),
         .grad_route_we(unused_we[10]),
         .wout_start_bytes(wout_start),
-        .wout_start_we(unused_we[11])
+        .wout_start_we(unused_we[11]),
+        .fwd_params_depth_log2_i(FWD_LOG2_B),
+        .fwd_level_words_i(fwd_level),
+        .fwd_words_count_i(fwd_words)
     );
 
     // ---------------------------------------------------------------- checks
@@ -563,7 +579,7 @@ module ws_mx_dma #(
         if (wout_fire) wout_flits_reg <= wout_flits_reg + 32'd1;
         if (wout_fire && !cap_on_reg) wout_dropped_reg <= wout_dropped_reg + 32'd1;
         if (cap_fire) cap_head_reg <= cap_head_reg + 31'd4;
-        // WOUT_CTRL's field holds the written value from the cycle after its strobe.
+        // WOUT_CTRL's fields hold the written value from the cycle after its strobe.
         cap_we_d_reg <= wout_ctrl_we;
         if (cap_we_d_reg) begin
             if (!wout_capture) begin
@@ -611,6 +627,10 @@ module ws_mx_dma #(
             g_skip_reg <= 16'd0;
         end
     end
+
+    // A job that ends (WOUT_CTRL written with `reads` off) empties the owner's forward buffer,
+    // so no forwarded weight outlives the job.
+    assign fwd_flush = cap_we_d_reg && !wout_reads;
 
     wire _unused_ok = &{1'b0, m_axi_rid, m_axi_rlast, m_axi_bid, m_axi_rresp[0], m_axi_bresp[0],
                         s_wout_keep, s_wout_last, s_wout_user, unused_we, ring_byte[31:AW+2],

@@ -18,7 +18,10 @@
 //   0x00C CTRL        rw  [0] TRACE_EN: emit one trace record per retired chunk
 //   0x010 STATUS      ro  [0] CMD_BUSY, [1] ACTIVE (chunks in flight), [2] STREAMING,
 //                         [15:8] chunks in flight, [23:16] DESC_DEPTH
-//   0x014 CMD         wo  [3:0] op: 1 ENABLE, 2 DISABLE, 3 STREAM; [15:4] layer
+//   0x014 CMD         wo  [3:0] op: 1 ENABLE, 2 DISABLE, 3 STREAM, 4 STREAM_AFTER; [15:4] layer;
+//                         [31:16] STREAM_AFTER's count: it waits (CMD_BUSY) until the layer's
+//                         DONE reaches it, then STREAMs the layer with step STEP + 1 (the
+//                         weights the update of STEP produced; since version 1.1)
 //   0x018 ERR         ro  [7:0] code of the last error, [19:8] its layer; any write clears it
 //   0x01C ERR_INFO    ro  [15:0] chunk, [31:16] step of the last gradient error
 //   0x020 ERR_COUNT   ro  errors since reset
@@ -103,6 +106,7 @@ module ws_mx_layers #(
     // STREAM command to the streamer's sequencer.
     output wire                        stream_start,      // pulse
     output wire [LI-1:0]               stream_layer,
+    output wire                        stream_next,       // the stream's step is STEP + 1
     input  wire                        stream_busy,
 
     // From the streamer.
@@ -119,7 +123,7 @@ module ws_mx_layers #(
     input  wire [NUM_COUNTERS*32-1:0]  counters
 );
 
-    localparam [31:0] ID_WORD = 32'h4d58_0100;
+    localparam [31:0] ID_WORD = 32'h4d58_0101;
     localparam BEAT_BYTES = 4 * BEAT_WORDS;
     localparam [34:0] STORE_END = {3'b000, STORE_BYTES[31:0]};
     localparam [15:0] CHUNK_MASK = BEAT_WORDS[15:0] - 16'd1;
@@ -129,6 +133,7 @@ module ws_mx_layers #(
     localparam [3:0] OP_ENABLE = 4'd1;
     localparam [3:0] OP_DISABLE = 4'd2;
     localparam [3:0] OP_STREAM = 4'd3;
+    localparam [3:0] OP_STREAM_AFTER = 4'd4;
 
     localparam [7:0] E_BAD_LAYER = 8'h01;
     localparam [7:0] E_BAD_OPT = 8'h02;
@@ -151,6 +156,7 @@ module ws_mx_layers #(
     localparam [2:0] C_SCAN = 3'd2;
     localparam [2:0] C_DRAIN = 3'd3;
     localparam [2:0] C_STREAM = 3'd4;
+    localparam [2:0] C_AFTER = 3'd5;   // STREAM_AFTER waiting for the layer's DONE
 
     initial begin
         if (MAX_LAYERS < 1 || MAX_LAYERS > 16) $error("ws_mx_layers: MAX_LAYERS must be in 1..16");
@@ -185,6 +191,8 @@ module ws_mx_layers #(
     reg [LI-1:0] cmd_layer_reg;
     reg [LI-1:0] scan_reg;
     reg          stream_start_reg;
+    reg          stream_next_reg;
+    reg [15:0]   after_reg;
 
     genvar gi, ga;
     generate
@@ -211,6 +219,7 @@ module ws_mx_layers #(
     assign trace_en = trace_en_reg;
     assign stream_start = stream_start_reg;
     assign stream_layer = cmd_layer_reg;
+    assign stream_next = stream_next_reg;
 
     // ---- arrays a layer's optimizer keeps: {vmax, v, m, w} ----
     function automatic [3:0] arrays_of(input [3:0] opt);
@@ -315,9 +324,11 @@ module ws_mx_layers #(
         if (is_cmd) begin
             berr_layer = cmd_lay;
             if (cmd_pending) berr_code = E_CMD_BUSY;
-            else if (cmd_op != OP_ENABLE && cmd_op != OP_DISABLE && cmd_op != OP_STREAM) berr_code = E_BAD_CMD;
+            else if (cmd_op != OP_ENABLE && cmd_op != OP_DISABLE && cmd_op != OP_STREAM
+                     && cmd_op != OP_STREAM_AFTER) berr_code = E_BAD_CMD;
             else if ({20'd0, cmd_lay} >= MAX_LAYERS) berr_code = E_BAD_LAYER;
-            else if (cmd_op == OP_STREAM && !enabled_reg[cmd_li]) berr_code = E_NOT_ENABLED;
+            else if ((cmd_op == OP_STREAM || cmd_op == OP_STREAM_AFTER) && !enabled_reg[cmd_li])
+                berr_code = E_NOT_ENABLED;
         end else if (wr && layer_ok && w_field <= 4'd7) begin
             berr_layer = {8'd0, w_layer};
             if (wl_pending) berr_code = E_CMD_BUSY;
@@ -383,8 +394,12 @@ module ws_mx_layers #(
                     end else if (cmd_op == OP_DISABLE) begin
                         enabled_reg[cmd_li] <= 1'b0;
                         cstate_reg <= C_DRAIN;
+                    end else if (cmd_op == OP_STREAM_AFTER) begin
+                        after_reg <= reg_wdata[31:16];
+                        cstate_reg <= C_AFTER;
                     end else begin
                         stream_start_reg <= 1'b1;
+                        stream_next_reg <= 1'b0;
                         cstate_reg <= C_STREAM;
                     end
                 end
@@ -411,6 +426,16 @@ module ws_mx_layers #(
             end
             C_DRAIN: begin
                 if (!layer_busy[cmd_layer_reg]) cstate_reg <= C_IDLE;
+            end
+            C_AFTER: begin
+                // The layer's update has retired as far as the count says: its weights are
+                // in the store, every write acknowledged (docs/memoryx-store.md "Layer
+                // commands"). The layer stays enabled: a DISABLE waits behind this command.
+                if (done_reg[cmd_layer_reg] >= after_reg) begin
+                    stream_start_reg <= 1'b1;
+                    stream_next_reg <= 1'b1;
+                    cstate_reg <= C_STREAM;
+                end
             end
             default: begin  // C_STREAM: until the sequencer has taken every chunk
                 if (!stream_start_reg && !stream_busy) cstate_reg <= C_IDLE;
@@ -452,6 +477,8 @@ module ws_mx_layers #(
             cmd_layer_reg <= {LI{1'b0}};
             scan_reg <= {LI{1'b0}};
             stream_start_reg <= 1'b0;
+            stream_next_reg <= 1'b0;
+            after_reg <= 16'd0;
             slot_written_reg <= 1'b0;
             for (li = 0; li < MAX_LAYERS; li = li + 1) begin
                 for (fi = 0; fi < 4; fi = fi + 1) base_reg[li][fi] <= 32'd0;

@@ -189,6 +189,7 @@ module ws_mx_streamer #(
     wire [3:0]               slot_written_idx;
     wire                     trace_en;
     wire                     stream_start;
+    wire                     stream_next;
     wire [LI-1:0]            stream_layer;
     reg                      st_active_reg;
     reg  [MAX_LAYERS-1:0]    layer_busy;
@@ -268,6 +269,7 @@ module ws_mx_streamer #(
         .trace_en(trace_en),
         .stream_start(stream_start),
         .stream_layer(stream_layer),
+        .stream_next(stream_next),
         .stream_busy(st_active_reg),
         .layer_busy(layer_busy),
         .retire_valid(retire_fire && d_upd[retire_idx]),
@@ -1089,7 +1091,7 @@ module ws_mx_streamer #(
             st_layer_reg <= stream_layer;
             st_chunk_reg <= 16'd0;
             st_off_reg <= 32'd0;
-            st_step_reg <= tbl_step[16*stream_layer +: 16];
+            st_step_reg <= tbl_step[16*stream_layer +: 16] + {15'd0, stream_next};
         end else if (grant_st) begin
             st_chunk_reg <= st_chunk_reg + 16'd1;
             st_off_reg <= st_off_reg + {16'd0, st_clen};

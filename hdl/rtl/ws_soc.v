@@ -28,6 +28,7 @@ module ws_soc #(
     parameter LINK_DMA_BYTES = 262144,         // link engine DMA RAM (bulk-channel windows); FPGA tops size it to their block RAM
     parameter MX_STORE_BYTES = 1 << 20,        // MemoryX weight store (the simulation store, ws_mx_block)
     parameter MESH_P = 2,                      // wafer mesh side (MESH_P x MESH_P PEs); 0: none
+    parameter MX_FWD_WORDS = 65536,            // MemoryX's forward buffer (docs/mesh-array.md "Forwarding"); 0: none
     parameter WAFERS = 2                       // wafer meshes on SwarmX, 1..4 (slots 25 .. 25 + WAFERS - 1)
 ) (
     input  wire       clk,
@@ -694,7 +695,8 @@ module ws_soc #(
         .DMA_BYTES(LINK_DMA_BYTES),
         .SWARM_PORTS(4),
         .MESH_P(MESH_P),
-        .MESH_W(WAFERS)
+        .MESH_W(WAFERS),
+        .FWD_WORDS(MX_FWD_WORDS)
     ) mx_inst (
         .clk(clk),
         .rst(periph_rst),

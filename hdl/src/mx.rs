@@ -183,8 +183,8 @@ pub fn block_spec_with_mesh(
 pub mod reg {
     /// ID word.
     pub const ID: u32 = 0x000;
-    /// `0x4d58_0100`: 'MX', version 1.0.
-    pub const ID_WORD: u32 = 0x4d58_0100;
+    /// `0x4d58_0101`: 'MX', version 1.1 (STREAM_AFTER).
+    pub const ID_WORD: u32 = 0x4d58_0101;
     /// LANES, BEAT_WORDS, MAX_LAYERS, NUM_SLOTS, a byte each.
     pub const CONFIG: u32 = 0x004;
     /// Bytes of the store.
@@ -214,6 +214,8 @@ pub mod reg {
     pub const OP_DISABLE: u32 = 2;
     /// STREAM a layer's weights out.
     pub const OP_STREAM: u32 = 3;
+    /// STREAM_AFTER: STREAM once the layer's DONE reaches CMD\[31:16\], with step STEP + 1.
+    pub const OP_STREAM_AFTER: u32 = 4;
 
     /// Base of constant slot `s`; words in `ws_common::golden::optim::Consts` order, flags first.
     pub const fn slot(s: u32) -> u32 {

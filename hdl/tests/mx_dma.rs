@@ -13,7 +13,9 @@
 //! `golden::optim`; a wafer that stops answering: its chunks are aborted and touch
 //! nothing, and once its port is masked the re-fed chunks reduce over the others; capture
 //! from a stream position (WOUT_START) into a ring already part way round, stalling exactly
-//! at WOUT_LIMIT; and the mesh block's writes that address nothing, flagged and dropped.
+//! at WOUT_LIMIT; the mesh block's writes that address nothing, flagged and dropped; and the
+//! forward buffer (WOUT_CTRL.fwd): a forwarded layer's updates wait in it, not in the sink, a
+//! STREAM waits behind them, and the end of a job empties it.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -84,8 +86,14 @@ impl Tb {
 
     /// The block with a `mesh_side` × `mesh_side` wafer mesh (0: none).
     fn build(seed: u64, ready: Pattern, mesh_side: u32) -> Tb {
-        let spec =
-            mx::block_spec_with_mesh(STORE_BYTES, DMA_BYTES, SWARM_PORTS as u32, mesh_side).expect("spec");
+        Tb::build_with(seed, ready, mesh_side, 0)
+    }
+
+    /// The block with a mesh and a forward buffer of `fwd_words` words (0: none).
+    fn build_with(seed: u64, ready: Pattern, mesh_side: u32, fwd_words: u32) -> Tb {
+        let spec = mx::block_spec_with_mesh(STORE_BYTES, DMA_BYTES, SWARM_PORTS as u32, mesh_side)
+            .expect("spec")
+            .param("FWD_WORDS", fwd_words);
         let mut dut = Dut::build(spec).expect("build ws_mx_block");
         dut.set_seed(seed);
         let p = Ports {
@@ -1086,4 +1094,97 @@ fn mesh_writes_that_address_nothing_are_flagged_and_dropped() {
     let d = tb.read(Slot::Mesh, mesh::DONE);
     assert_eq!(mesh::done::DONE.get(d) | mesh::done::ERR.get(d), 1 << 3, "PE 3 ran: DONE {d:#x}");
     assert_eq!(bad(&mut tb), (0, 0));
+}
+
+/// The forward buffer (docs/memoryx-soc.md "SwarmX in the block", WOUT_CTRL.fwd): with a mesh
+/// on SwarmX that runs no program (so the broadcast stalls once its routers are full), layer
+/// 0's updated weights all go into the buffer and none to the sink; a STREAM of layer 1 then
+/// waits behind them (none of its chunks retires); and a WOUT_CTRL write that leaves `reads`
+/// off empties the buffer, after which the STREAM's beats go to the sink and retire.
+#[test]
+fn forwarded_updates_wait_in_the_buffer_ahead_of_streams_and_a_job_end_empties_it() {
+    use ws_hdl::mesh_top::scenario::{params, TEST_PE};
+    use ws_hdl::mesh_top::{self as top};
+
+    const FWD_WORDS: u32 = 1024;
+    let mut tb = Tb::build_with(0xf0d, Pattern::Mixed, 2, FWD_WORDS);
+    let mut rng = StdRng::seed_from_u64(0xf0d);
+    let fp = tb.read(Slot::Dma, mxdma::FWD_PARAMS);
+    assert_eq!(mxdma::fwd_params::DEPTH_LOG2.get(fp), 10, "FWD_PARAMS: 1024 words");
+
+    // The mesh's routes, no program: its PEs take no weight word, so the broadcast stalls.
+    for w in top::routes(&params(2, TEST_PE)).writes() {
+        let v = u32::from(w.mask)
+            | (w.quota << 8)
+            | ((w.color as u32) << 16)
+            | ((w.in_port as u32) << 18)
+            | ((w.router as u32) << 24);
+        tb.write(Slot::Mesh, mesh::ROUTE, v);
+    }
+    tb.write(Slot::Mesh, mesh::CTRL, mesh::ctrl::SWARM.val(1));
+
+    // Two SGD layers: 0 of 300 weights (forwarded), 1 of 100.
+    let lens = [300u32, 100];
+    let chunk = 64u32;
+    let h = Hyper::SGD;
+    for (l, &len) in lens.iter().enumerate() {
+        let base = 0x1_0000 * (l as u32 + 1);
+        let w: Vec<u32> = (0..len).map(|_| rng.random_range(-1.0f32..1.0).to_bits()).collect();
+        tb.store_put(base, &w);
+        let b = reg::layer(l as u32);
+        tb.write(Slot::Mx, b + reg::W_BASE, base);
+        tb.write(Slot::Mx, b + reg::LEN, len);
+        tb.write(Slot::Mx, b + reg::CHUNK, chunk);
+        tb.write(Slot::Mx, b + reg::MODE, Opt::of(&h) as u32);
+        tb.write(Slot::Mx, b + reg::STEP, 1);
+        tb.write(Slot::Mx, reg::CMD, reg::OP_ENABLE | ((l as u32) << 4));
+        for _ in 0..40 {
+            tb.step();
+        }
+        assert_eq!(tb.read(Slot::Mx, b + reg::L_STATUS) & 1, 1, "layer {l} enabled");
+    }
+    write_slot(&mut tb, 0, &consts(&h, 1));
+    let fwd =
+        mxdma::wout_ctrl::READS.val(1) | mxdma::wout_ctrl::FWD.val(1) | mxdma::wout_ctrl::FWD_LAYER.val(0);
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, fwd);
+    let dropped0 = tb.read(Slot::Dma, mxdma::WOUT_DROPPED);
+
+    // Layer 0's step: every updated weight goes into the buffer.
+    let g: Vec<u32> = (0..lens[0]).map(|_| rng.random_range(-1.0f32..1.0).to_bits()).collect();
+    let (gbase, glen) = (0x8000u32, 0x800u32);
+    tb.ring_put(gbase, glen, 0, &g);
+    assert_eq!(tb.op(OP_TO_GRAD, (gbase, glen, 0), 0, lens[0], (0, 1, chunk, 0)), 0, "gradient feed");
+    let start = tb.dut.cycle();
+    while tb.read(Slot::Mx, reg::layer(0) + reg::DONE) & 0xffff != lens[0].div_ceil(chunk) {
+        assert!(tb.dut.cycle() - start < 100_000, "layer 0's update retires");
+    }
+    assert_eq!(tb.read(Slot::Mx, reg::ERR) & 0xff, 0, "streamer error");
+    assert_eq!(tb.read(Slot::Dma, mxdma::FWD_WORDS), lens[0], "every update word forwarded");
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_DROPPED), dropped0, "no update word in the sink");
+    let level = tb.read(Slot::Dma, mxdma::FWD_LEVEL);
+    assert!(
+        level > 0 && level <= lens[0],
+        "the buffer holds what the stalled broadcast did not take: {level}"
+    );
+
+    // A STREAM of layer 1 waits behind the forwarded words.
+    let streamed = |tb: &mut Tb| tb.read(Slot::Mx, reg::COUNTERS + 4 * mx::cnt::CHUNKS_STREAMED);
+    let streamed0 = streamed(&mut tb);
+    tb.write(Slot::Mx, reg::CMD, reg::OP_STREAM | (1 << 4));
+    for _ in 0..2000 {
+        tb.step();
+    }
+    assert_eq!(streamed(&mut tb), streamed0, "no STREAM chunk passes forwarded words");
+    assert_eq!(tb.read(Slot::Dma, mxdma::FWD_LEVEL), level, "the buffer still holds them");
+
+    // The job ends: WOUT_CTRL with `reads` off empties the buffer, and the STREAM goes to the sink.
+    tb.write(Slot::Dma, mxdma::WOUT_CTRL, 0);
+    let start = tb.dut.cycle();
+    while streamed(&mut tb) != streamed0 + lens[1].div_ceil(chunk) {
+        assert!(tb.dut.cycle() - start < 100_000, "the STREAM retires into the sink");
+    }
+    assert_eq!(tb.read(Slot::Dma, mxdma::FWD_LEVEL), 0, "the buffer is empty");
+    assert_eq!(tb.read(Slot::Dma, mxdma::WOUT_DROPPED), dropped0 + lens[1], "the STREAM's words in the sink");
+    assert_eq!(tb.read(Slot::Dma, mxdma::FWD_WORDS), lens[0], "nothing more forwarded");
+    assert_eq!(tb.dut.get(tb.p.mem_err), 0, "store protocol");
 }

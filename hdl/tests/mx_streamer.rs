@@ -505,3 +505,58 @@ fn figures_lanes2() {
 fn figures_lanes4() {
     figures(4, 74);
 }
+
+/// STREAM_AFTER (docs/memoryx-store.md "Layer commands"): queued before a layer's gradients,
+/// it stays busy and sends nothing until the layer's DONE reaches its count, then reads the
+/// layer back from the store: every chunk's updated weights come out twice, first as the
+/// update's flits and then as the read's, both with step t + 1, bit-exact with the golden
+/// update; a STEP write of the layer meanwhile is refused as CMD_BUSY.
+#[test]
+fn stream_after_reads_the_updated_layer_back() {
+    let p = MxParams::new(1);
+    let spec = sim_spec(&p).expect("FPnew sources (run `cargo xtask setup`)");
+    run_test("mx_stream_after", &spec, 57, |dut: &mut Dut| {
+        let mut rng = dut.rng(1);
+        let mut mx = Mx::new(dut, p);
+        let layers = scenario_layers(&p, &mut rng);
+        let mut store = Store::random(p.mem_bytes, &mut rng);
+        init_layers(&mut store, &layers, &mut rng);
+        setup(&mut mx, &store, &layers);
+        mx.patterns(Pattern::Mixed, Pattern::Mixed, Pattern::Mixed, Stall::Random(Pattern::Random(0.25)));
+        let l = &layers[1];
+        let t = 1u16;
+        let c = step_consts(&l.hyper, u32::from(t), lr(&mut rng), 2, 8);
+        mx.write_slot(l.slots[1], &c);
+        mx.set_step(l.index, t, l.slots[1]);
+        let chunks = l.desc.chunks();
+        let read0 = mx.counter(cnt::CHUNKS_STREAMED);
+        mx.write(reg::CMD, reg::OP_STREAM_AFTER | (l.index << 4) | (chunks << 16));
+        for _ in 0..500 {
+            mx.step();
+        }
+        assert_eq!(mx.read(reg::STATUS) & 1, 1, "STREAM_AFTER waits, busy");
+        assert_eq!(mx.chunks_out, 0, "nothing out before the update");
+        mx.write(reg::layer(l.index) + reg::STEP, u32::from(t + 1));
+        assert_eq!(mx.take_err(), 0x0e, "a STEP write of the waiting layer is refused as CMD_BUSY");
+        let mut updated = Vec::new();
+        for chunk in 0..chunks {
+            let g: Vec<u32> = (0..l.desc.chunk_len(chunk)).map(|_| random_param(&mut rng).1).collect();
+            let w = store.update_chunk(&l.desc, chunk, &c, &g);
+            mx.push_gradients(l.index as u16, t, chunk as u16, &g);
+            mx.expect_weights(l.index as u16, t + 1, chunk as u16, &w, l.desc.dtype == 1);
+            updated.push(w);
+        }
+        // The read-back follows every update flit, with the same weights and step.
+        for (chunk, w) in updated.iter().enumerate() {
+            mx.expect_weights(l.index as u16, t + 1, chunk as u16, w, l.desc.dtype == 1);
+        }
+        mx.run_until("update and read-back", 1_000_000, |mx| {
+            mx.grad_pending() == 0 && mx.expected_chunks() == 0
+        });
+        mx.wait_cmd();
+        assert_eq!(mx.counter(cnt::CHUNKS_STREAMED) - read0, chunks, "the read-back's chunks retired");
+        assert_eq!(mx.chunks_read, u64::from(chunks), "marked as reads");
+        assert_eq!(mx.read(reg::layer(l.index) + reg::DONE), chunks);
+        check_layer(&mut mx, &store, l, "after the update");
+    });
+}

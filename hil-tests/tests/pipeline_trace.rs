@@ -9,6 +9,10 @@
 //!   gradient chunk up both ports, reduced, updated and streamed out. The two traces hold the
 //!   same records but for their timestamps, and tracing changes nothing: both runs end
 //!   bit-identical to the golden models.
+//! - `check-pipeline` on a traced run: with layer 0 forwarded (the default) every boundary of
+//!   the run is forwarded and the check passes; the same run with the debug switch
+//!   (`--read-back`) reads layer 0 back at every boundary and fails, naming the update stage.
+//!   Both end bit-identical to the golden models.
 //! - A host that stops reading channel 6 over a run: the ring fills, records are lost and
 //!   counted, and once it reads again (over a second run) the lost count the board reports is
 //!   exactly the gap the host finds in the sequence numbers; the training is untouched.
@@ -170,6 +174,39 @@ fn traced_runs_back_to_back_are_whole_checked_and_change_nothing() {
         shapes.push(shape(&t));
     }
     assert_eq!(shapes[0], shapes[1], "the same run traced twice holds the same records");
+}
+
+#[test]
+fn check_pipeline_passes_forwarded_and_fails_read_back_on_the_update_stage() {
+    use host_driver::trace::pipeline::Stage;
+    use host_driver::trace::{check_pipeline, PipelineOptions, Verdict};
+
+    let Some(rig) = Rig::open("pipeline_check", Needs::default()) else { return };
+    let Some(sim) = rig.sim() else { return };
+    let want = golden(STEPS);
+    for read_back in [false, true] {
+        let opts = Options { trace: true, read_back, ..Options::default() };
+        let s = run(&mut board(sim, Config::default()), STEPS, &opts);
+        for (l, (a, b)) in s.arrays.iter().zip(&want.arrays).enumerate() {
+            assert_eq!(a, b, "read back {read_back}: layer {l} differs from the golden models");
+        }
+        let (_, bytes) = s.trace.as_ref().expect("the trace");
+        let t = Trace::from_bytes(bytes);
+        let r = check_pipeline(&t.records, &PipelineOptions::default());
+        assert_eq!(r.boundaries.len(), STEPS as usize - 1, "read back {read_back}: boundaries");
+        for b in &r.boundaries {
+            assert_eq!(b.forwarded, Some(!read_back), "read back {read_back}: s{} -> s{}", b.from, b.to);
+        }
+        println!("read back {read_back}: {:?}", r.verdict);
+        if read_back {
+            match r.verdict {
+                Verdict::Fail { stage, .. } => assert_eq!(stage, Stage::Update, "the stage named"),
+                ref v => panic!("read back: the check should fail, got {v:?}"),
+            }
+        } else {
+            assert!(r.result().is_ok(), "forwarded: {}", r.render());
+        }
+    }
 }
 
 #[test]

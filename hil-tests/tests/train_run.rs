@@ -3,9 +3,11 @@
 //!
 //! - The same 8 steps of the digits, sent one request per step, then in runs of up to 16
 //!   (a run of 7 ends at the evaluation after step 7, and the last step is a run of its own),
-//!   then in runs of 5 (5, 2, 1): each job ends bit-identical to the golden models, every
-//!   weight and optimizer-state word, and every step's loss and correct count are the same
-//!   bits.
+//!   then in runs of 5 (5, 2, 1), then in runs of up to 16 with the pipeline's debug switch
+//!   (the first layer read back from the store instead of forwarded, docs/mesh-array.md
+//!   "Forwarding"): each job ends bit-identical to the golden models, every weight and
+//!   optimizer-state word, and every step's loss and correct count are the same bits. A run
+//!   of more than one step chains on the wafers (docs/mesh-array.md "Chained steps").
 //! - A run refused at its first step (the layers stand at another step) consumes every
 //!   step's samples, more than channel 4's ring holds: the run in order that follows it, on
 //!   the same session, trains, and a single step after it.
@@ -52,8 +54,8 @@ fn runs_of_steps_equal_single_steps_and_the_golden_models() {
     let Some(rig) = Rig::open("train_run", Needs::default()) else { return };
     let Some(sim) = rig.sim() else { return };
     let (want, golden_steps) = run(&mut GoldenBoard::new(), &Options::default());
-    for per_request in [1, 16, 5] {
-        let opts = Options { steps_per_request: per_request, ..Options::default() };
+    for (per_request, read_back) in [(1, false), (16, false), (5, false), (16, true)] {
+        let opts = Options { steps_per_request: per_request, read_back, ..Options::default() };
         let (s, steps) = run(&mut Board::new(mesh(sim), "sim"), &opts);
         for (l, (a, b)) in s.arrays.iter().zip(&want.arrays).enumerate() {
             assert_eq!(a, b, "{per_request} steps per request: layer {l} differs from the golden models");
@@ -69,7 +71,8 @@ fn runs_of_steps_equal_single_steps_and_the_golden_models() {
         }
         assert_eq!(s.test.map(|p| p.test_accuracy), want.test.map(|p| p.test_accuracy));
         println!(
-            "{per_request} steps per request: {} board cycles per step",
+            "{per_request} steps per request{}: {} board cycles per step",
+            if read_back { ", read back" } else { "" },
             s.step_cycles.unwrap_or(0) / u64::from(STEPS)
         );
     }

@@ -134,7 +134,7 @@ pub fn jobs(dir: &Path, seed: u64, train: TrainLength) -> Vec<Job> {
                 "the pipeline of that run from its hardware trace: updates hidden under compute, the \
                  iteration-boundary bubble and the stage that stretches it (docs/trace.md \"check-pipeline\")",
             ),
-            &["check-pipeline", &d("train/trace.wstrace"), "--report-only"],
+            &["check-pipeline", &d("train/trace.wstrace")],
         ),
         job(None, &["mx", "status"]),
     ]

@@ -54,6 +54,9 @@ pub struct BoardMesh {
     mx: BoardMx,
     name: String,
     shape: Option<Shape>,
+    /// Runs of steps read each step's first layer back from the store instead of forwarding
+    /// it (`MeshTrainRun::read_back`, the pipeline's debug switch).
+    read_back: bool,
 }
 
 impl std::fmt::Debug for BoardMesh {
@@ -66,7 +69,7 @@ impl std::fmt::Debug for BoardMesh {
 /// mesh shares them) through [`crate::optim::open_board`]. `name` names the board in messages.
 pub fn open_board(link: Link, name: &str) -> Result<BoardMesh> {
     let mx = crate::optim::open_board(link, name)?;
-    Ok(BoardMesh { mx, name: format!("board `{name}`"), shape: None })
+    Ok(BoardMesh { mx, name: format!("board `{name}`"), shape: None, read_back: false })
 }
 
 fn bytes(w: &[u32]) -> Vec<u8> {

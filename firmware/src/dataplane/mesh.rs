@@ -25,6 +25,7 @@ use crate::hal::link::LinkEngine;
 use crate::hal::mesh::{group, MeshHw};
 use crate::hal::mx::{Op, Ring};
 
+mod chain;
 mod consts;
 mod feed;
 mod programs;

@@ -13,8 +13,8 @@ impl MemoryXPlane {
     /// The known state of a job's start:
     ///
     /// - the data mover idle, its capture sink off, the streamer's weight-out to the sink
-    ///   and SwarmX's broadcast fed by op 4 (WOUT_CTRL = 0), gradient feeds straight into the
-    ///   streamer (GRAD_ROUTE = 0);
+    ///   and SwarmX's broadcast fed by op 4 (WOUT_CTRL = 0, which also empties the forward
+    ///   buffer), gradient feeds straight into the streamer (GRAD_ROUTE = 0);
     /// - SwarmX fed on every port, with the host's mask and scale (`SwarmConfig`, a setting
     ///   of the rig that jobs keep), and any abort it latched handed to the policy;
     /// - every wafer mesh stopped, its CTRL 0 (weights from the mover, gradients held), its metrics
@@ -26,7 +26,13 @@ impl MemoryXPlane {
         }
         self.mx.set_capture(None);
         self.mx.set_wout_swarm(false);
-        self.mx.set_wout_reads(false);
+        // The weight streams end, and the forward buffer empties (words a failed run
+        // forwarded and no step took).
+        let _left = self.mx.end_streams();
+        #[cfg(feature = "defmt")]
+        if _left != 0 {
+            defmt::warn!("mx: dropped {=u32} forwarded words of an earlier job", _left);
+        }
         self.mx.set_route(0, 0);
         self.poll();
         self.set_fed(u16::MAX);

@@ -257,6 +257,52 @@ impl MemoryX {
         }
     }
 
+    /// The words MemoryX's forward buffer holds (WOUT_CTRL.fwd, mxdma version 1.2 on; 0: the
+    /// block has none).
+    pub fn forward_depth(&self) -> u32 {
+        let id = self.dma.id().read();
+        let (major, minor) = ((id >> 8) & 0xff, id & 0xff);
+        if major < 1 || (major == 1 && minor < 2) {
+            return 0;
+        }
+        match mxdma::fwd_params::DEPTH_LOG2.get(self.dma.fwd_params().read()) {
+            0 => 0,
+            n if n < 32 => 1 << n,
+            _ => 0,
+        }
+    }
+
+    /// Forwards layer `layer`'s updated weights through the forward buffer into SwarmX's
+    /// broadcast (WOUT_CTRL.fwd and fwd_layer, keeping the other settings); `None` sends every
+    /// update to the sink. Only between that layer's updates.
+    pub fn set_forward(&mut self, layer: Option<usize>) {
+        let c = self.dma.wout_ctrl().read();
+        let c = mxdma::wout_ctrl::FWD.set(c, u32::from(layer.is_some()));
+        let c = mxdma::wout_ctrl::FWD_LAYER.set(c, layer.unwrap_or(0) as u32);
+        self.dma.wout_ctrl().write(c);
+    }
+
+    /// Words in the forward buffer now (FWD_LEVEL).
+    pub fn forward_level(&self) -> u32 {
+        self.dma.fwd_level().read()
+    }
+
+    /// Updated words taken into the forward buffer since reset (FWD_WORDS).
+    pub fn forwarded(&self) -> u32 {
+        self.dma.fwd_words().read()
+    }
+
+    /// Ends a store-fed job's weight streams: WOUT_CTRL.reads and fwd off (written even when
+    /// they are off already), which also empties the forward buffer. Returns the words it
+    /// held, which no step took.
+    pub fn end_streams(&mut self) -> u32 {
+        let left = self.forward_level();
+        let c = self.dma.wout_ctrl().read();
+        let c = mxdma::wout_ctrl::READS.set(c, 0);
+        self.dma.wout_ctrl().write(mxdma::wout_ctrl::FWD.set(c, 0));
+        left
+    }
+
     /// Whether the data mover has WOUT_CTRL.reads (version 1.1 on).
     pub fn has_reads(&self) -> bool {
         // The ID word: block id, major, minor (a byte each below the id).
@@ -272,6 +318,22 @@ impl MemoryX {
         self.wait_cmd(budget)?;
         self.mx.cmd().write(mx::cmd::OP.val(3) | mx::cmd::LAYER.val(i as u32));
         Ok(())
+    }
+
+    /// STREAMs layer `i` once its DONE reaches `after` (STREAM_AFTER, version 1.1): the
+    /// streamer reads the layer back from the store the cycle after the update's last chunk
+    /// retires, and stamps the flits with step STEP + 1. The command stays busy until then,
+    /// so no other command (and no STEP write of the layer) may follow before it completes
+    /// ([`Self::wait_idle`]).
+    pub fn stream_after(&mut self, i: usize, after: u32, budget: u32) -> Result<(), MxError> {
+        self.wait_cmd(budget)?;
+        self.mx.cmd().write(mx::cmd::OP.val(4) | mx::cmd::LAYER.val(i as u32) | mx::cmd::AFTER.val(after));
+        Ok(())
+    }
+
+    /// Waits until no layer command is pending (CMD_BUSY clear).
+    pub fn wait_idle(&self, budget: u32) -> Result<(), MxError> {
+        self.wait_cmd(budget)
     }
 
     /// STREAM chunks the streamer has retired since reset (CHUNKS_STREAMED).

@@ -4,7 +4,7 @@
 // ws_mxdma_csr: register file of the `mxdma` block (slot 17, base 0x20011000).
 // MemoryX data mover (docs/memoryx-soc.md): moves words between a ring in the link engine's DMA RAM and the MemoryX weight store (AXI4), feeds gradient chunks from a ring into the streamer, and sinks the streamer's weight-out flits (discarded and counted, or captured into a ring). Every ring and store address is checked before an operation starts; a refused operation moves nothing.
 // Register port: one-cycle read latency, as every slave on the SoC bus (docs/soc.md).
-// Offset 0x000 is the ID word 0x4d440101: id 0x4d44, version 1.1.
+// Offset 0x000 is the ID word 0x4d440102: id 0x4d44, version 1.2.
 
 `default_nettype none
 
@@ -51,6 +51,8 @@ module ws_mxdma_csr (
     output wire        wout_ctrl_capture,
     output wire        wout_ctrl_swarm,
     output wire        wout_ctrl_reads,
+    output wire        wout_ctrl_fwd,
+    output wire [11:0] wout_ctrl_fwd_layer,
     output wire        wout_ctrl_we,
     output wire [31:0] wout_base_addr,
     output wire        wout_base_we,
@@ -67,10 +69,13 @@ module ws_mxdma_csr (
     output wire [15:0] grad_route_skip,
     output wire        grad_route_we,
     output wire [30:0] wout_start_bytes,
-    output wire        wout_start_we
+    output wire        wout_start_we,
+    input  wire [ 7:0] fwd_params_depth_log2_i,
+    input  wire [31:0] fwd_level_words_i,
+    input  wire [31:0] fwd_words_count_i
 );
 
-    localparam [31:0] ID_WORD = 32'h4d440101;
+    localparam [31:0] ID_WORD = 32'h4d440102;
 
     wire        wr = reg_req && reg_we;
     wire        rd = reg_req && !reg_we;
@@ -197,6 +202,18 @@ module ws_mxdma_csr (
         else if (wr && sel_wout_ctrl) wout_ctrl_reads_reg <= (wout_ctrl_reads_reg & ~wmask[2]) | wbits[2];
     end
     assign wout_ctrl_reads = wout_ctrl_reads_reg;
+    reg         wout_ctrl_fwd_reg;
+    always @(posedge clk) begin
+        if (rst) wout_ctrl_fwd_reg <= 1'h0;
+        else if (wr && sel_wout_ctrl) wout_ctrl_fwd_reg <= (wout_ctrl_fwd_reg & ~wmask[3]) | wbits[3];
+    end
+    assign wout_ctrl_fwd = wout_ctrl_fwd_reg;
+    reg  [11:0] wout_ctrl_fwd_layer_reg;
+    always @(posedge clk) begin
+        if (rst) wout_ctrl_fwd_layer_reg <= 12'h0;
+        else if (wr && sel_wout_ctrl) wout_ctrl_fwd_layer_reg <= (wout_ctrl_fwd_layer_reg & ~wmask[15:4]) | wbits[15:4];
+    end
+    assign wout_ctrl_fwd_layer = wout_ctrl_fwd_layer_reg;
 
     // WOUT_BASE @ 0x044: Byte address of the weight-out ring in the link DMA RAM; aligned to WOUT_LEN. Checked when capture turns on, with WOUT_LEN and WOUT_START (a bad ring leaves capture off and counts in REFUSED).
     wire sel_wout_base = reg_addr[11:2] == 10'd17;
@@ -262,6 +279,12 @@ module ws_mxdma_csr (
     end
     assign wout_start_bytes = wout_start_bytes_reg;
 
+    // FWD_PARAMS @ 0x068: The forward buffer between the streamer's weight-out and SwarmX's broadcast (WOUT_CTRL.fwd). (Since version 1.2.)
+
+    // FWD_LEVEL @ 0x06c: Words in the forward buffer now (forwarded, not yet taken by the broadcast). (Since version 1.2.)
+
+    // FWD_WORDS @ 0x070: Updated weight words taken into the forward buffer since reset. (Since version 1.2.)
+
     // Read data, registered: valid the cycle after the request.
     reg [31:0] rdata_reg, rdata_next;
     always @* begin
@@ -315,6 +338,8 @@ module ws_mxdma_csr (
                 rdata_next[0] = wout_ctrl_capture;
                 rdata_next[1] = wout_ctrl_swarm;
                 rdata_next[2] = wout_ctrl_reads;
+                rdata_next[3] = wout_ctrl_fwd;
+                rdata_next[15:4] = wout_ctrl_fwd_layer;
             end
             10'd17: begin
                 rdata_next[31:0] = wout_base_addr;
@@ -344,6 +369,15 @@ module ws_mxdma_csr (
             end
             10'd25: begin
                 rdata_next[30:0] = wout_start_bytes;
+            end
+            10'd26: begin
+                rdata_next[7:0] = fwd_params_depth_log2_i;
+            end
+            10'd27: begin
+                rdata_next[31:0] = fwd_level_words_i;
+            end
+            10'd28: begin
+                rdata_next[31:0] = fwd_words_count_i;
             end
             default: rdata_next = 32'h0;
         endcase

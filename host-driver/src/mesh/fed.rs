@@ -67,6 +67,14 @@ impl BoardMesh {
 }
 
 impl BoardMesh {
+    /// The pipeline's debug switch (docs/mesh-array.md "Forwarding"): with `on`, the runs of
+    /// [`BoardMesh::train_run`] read each step's first layer back from the store once the step
+    /// before has updated it, instead of forwarding MemoryX's updated weights into the next
+    /// forward pass. The numbers are the same; the iteration boundary is longer.
+    pub fn set_read_back(&mut self, on: bool) {
+        self.read_back = on;
+    }
+
     /// Training steps `t`, `t` + 1, … on `wafers` wafers in one request (`MeshTrainRun`), one
     /// step per batch of `batches` (each `(x, labels)`, all of the same size, at most
     /// [`MAX_RUN_STEPS`]): each step is exactly [`BoardMesh::train_on`]'s, and every step's
@@ -93,7 +101,7 @@ impl BoardMesh {
         let layers = shape.map_or(0, |s| s.dims.len() - 1);
         let steps = batches.len() as u16;
         let last = t.saturating_add(u32::from(steps) - 1);
-        let q = MeshTrainRun { t, steps, samples: n as u16, wafers };
+        let q = MeshTrainRun { t, steps, samples: n as u16, wafers, read_back: self.read_back };
         let then = "the layers may hold a half-applied update, so resume from the last checkpoint (the \
                     next job starts from a known state and replaces them)";
         let what = format!("train steps {t}..={last}");

@@ -4,8 +4,9 @@
 //! - how much of MemoryX's update time the wafers' compute hides, per layer;
 //! - the bubble at each iteration boundary, from the last gradient of layer 0 into MemoryX to
 //!   the next step's first FMA of layer 0 on the latest wafer, split into the stages of the path
-//!   (update, scheduler, store read, switch, wafer), against a bound of twice the configured
-//!   pipeline depths ([`PipelineDepths`]);
+//!   (update, scheduler, store read, switch, wafer; a forwarded boundary has no store read),
+//!   against a bound of twice the configured pipeline depths on the forwarding path
+//!   ([`PipelineDepths`]);
 //! - the cycles of a step against an ideal;
 //! - each stream hop's and each wafer's use over the training steps.
 //!
@@ -351,7 +352,7 @@ fn boundary(
         _ => None,
     };
     let bubble = t0.zip(t1).map(|(t0, t1)| t1 as i64 - t0 as i64);
-    let mut out = Boundary { from, to, t0, t1, bubble, stages: [0; 5], step_cycles };
+    let mut out = Boundary { from, to, t0, t1, bubble, stages: [0; 5], step_cycles, forwarded: None };
     let (Some(t0), Some(t1)) = (t0, t1) else { return out };
 
     // The end of each stage but the last, as the records mark it.
@@ -387,15 +388,15 @@ fn boundary(
     if update.is_none() {
         notes.push(format!("{name}: no update of layer 0 of s{from}: its time is in the next stage"));
     }
-    if read.is_none() {
-        if weights_out.is_some() {
-            notes.push(format!(
-                "{name}: no store read of layer 0 of s{to} (the weights came from the update, or the streamer's records are off): the scheduler stage runs to the first weights out"
-            ));
-            marks[1] = weights_out;
-        } else {
-            notes.push(format!("{name}: no store read of layer 0 of s{to}: its time is in the next stage"));
-        }
+    if read.is_some() {
+        out.forwarded = Some(false);
+    } else if weights_out.is_some() {
+        // Forwarded (docs/mesh-array.md "Forwarding"): the update's own flits, stamped with
+        // step `to`, went on to the wafers. No read and no store-read stage.
+        out.forwarded = Some(true);
+        marks[1] = weights_out;
+    } else {
+        notes.push(format!("{name}: no store read of layer 0 of s{to}: its time is in the next stage"));
     }
     if weights_out.is_none() {
         notes.push(format!(

@@ -72,6 +72,9 @@ pub trait Backend {
     fn cycles(&mut self) -> Option<u64>;
     /// Releases the run's MemoryX layers.
     fn release(&mut self) -> Result<()>;
+    /// The pipeline's debug switch ([`super::Options::read_back`]); the golden models have no
+    /// pipeline, and their numbers are the same either way.
+    fn set_read_back(&mut self, _on: bool) {}
     /// Starts the board's pipeline trace (docs/trace.md); the golden models have none.
     fn trace_start(&mut self) -> Result<()> {
         Err(TrainError::Config(format!("{} record no hardware trace: drop --trace", self.describe())).into())
@@ -158,6 +161,10 @@ impl Backend for Board {
 
     fn release(&mut self) -> Result<()> {
         self.mesh.mx().release().map(drop)
+    }
+
+    fn set_read_back(&mut self, on: bool) {
+        self.mesh.set_read_back(on);
     }
 
     fn trace_start(&mut self) -> Result<()> {

@@ -63,6 +63,10 @@ pub struct Options {
     /// [`STEPS_PER_REQUEST`], 1 sends a request per step. A request also ends at every
     /// evaluation, checkpoint and epoch end. The numbers do not depend on it.
     pub steps_per_request: u32,
+    /// The pipeline's debug switch: runs of steps read each step's first layer back from the
+    /// store instead of forwarding it (`MeshTrainRun::read_back`). The numbers do not depend
+    /// on it.
+    pub read_back: bool,
 }
 
 /// Training steps per request by default: the host is off the critical path between them,
@@ -237,6 +241,7 @@ pub fn train(
     }
     on(&Event::Started { run: &r, limits, first: start + 1, last, per_epoch, batch });
 
+    dev.set_read_back(opts.read_back);
     if opts.trace {
         dev.trace_start()?;
     }

@@ -953,9 +953,9 @@ pub mod mx {
     /// Major version.
     pub const VERSION_MAJOR: u8 = 1;
     /// Minor version.
-    pub const VERSION_MINOR: u8 = 0;
+    pub const VERSION_MINOR: u8 = 1;
     /// The ID word read at offset 0.
-    pub const ID_WORD: u32 = 0x4d580100;
+    pub const ID_WORD: u32 = 0x4d580101;
     /// Offset of the ID word.
     pub const ID_OFFSET: u32 = 0x0;
     /// Offset of CONFIG: Build parameters.
@@ -966,7 +966,7 @@ pub mod mx {
     pub const CTRL: u32 = 0x00c;
     /// Offset of STATUS: Block state.
     pub const STATUS: u32 = 0x010;
-    /// Offset of CMD: Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM.
+    /// Offset of CMD: Layer command: 1 ENABLE (validates the entry), 2 DISABLE, 3 STREAM, 4 STREAM_AFTER (since version 1.1): waits, busy, until the layer's DONE reaches `after`, then STREAMs the layer with step STEP + 1 (the weights the update of STEP produced), so a layer is read back from the store as soon as its update has retired, without the core.
     pub const CMD: u32 = 0x014;
     /// Offset of ERR: The last error (docs/memoryx-store.md, Validation and error codes); any write clears it.
     pub const ERR: u32 = 0x018;
@@ -1543,6 +1543,8 @@ pub mod mx {
         pub const OP: Field = Field { shift: 0, width: 4 };
         /// `layer` field (wo, bits 15:4).
         pub const LAYER: Field = Field { shift: 4, width: 12 };
+        /// STREAM_AFTER: the DONE count to wait for (the layer's chunks, for a whole update). (wo, bits 31:16).
+        pub const AFTER: Field = Field { shift: 16, width: 16 };
     }
     /// Fields of ERR.
     pub mod err {
@@ -3313,9 +3315,9 @@ pub mod mxdma {
     /// Major version.
     pub const VERSION_MAJOR: u8 = 1;
     /// Minor version.
-    pub const VERSION_MINOR: u8 = 1;
+    pub const VERSION_MINOR: u8 = 2;
     /// The ID word read at offset 0.
-    pub const ID_WORD: u32 = 0x4d440101;
+    pub const ID_WORD: u32 = 0x4d440102;
     /// Offset of the ID word.
     pub const ID_OFFSET: u32 = 0x0;
     /// Offset of PARAMS: Build parameters.
@@ -3364,6 +3366,12 @@ pub mod mxdma {
     pub const GRAD_ROUTE: u32 = 0x060;
     /// Offset of WOUT_START: Where WOUT_HEAD starts when capture turns on: the stream position of the first captured byte, whose ring offset is WOUT_START mod WOUT_LEN. So the capture ring can be a ring already part way round, such as a link TX ring whose byte p sits at offset p mod its length. A multiple of 4, checked with the ring (any other start is refused like a bad ring). 0: WOUT_HEAD counts the bytes captured.
     pub const WOUT_START: u32 = 0x064;
+    /// Offset of FWD_PARAMS: The forward buffer between the streamer's weight-out and SwarmX's broadcast (WOUT_CTRL.fwd). (Since version 1.2.)
+    pub const FWD_PARAMS: u32 = 0x068;
+    /// Offset of FWD_LEVEL: Words in the forward buffer now (forwarded, not yet taken by the broadcast). (Since version 1.2.)
+    pub const FWD_LEVEL: u32 = 0x06c;
+    /// Offset of FWD_WORDS: Updated weight words taken into the forward buffer since reset. (Since version 1.2.)
+    pub const FWD_WORDS: u32 = 0x070;
     /// Fields of PARAMS.
     pub mod params {
         use super::Field;
@@ -3463,8 +3471,12 @@ pub mod mxdma {
         pub const CAPTURE: Field = Field { shift: 0, width: 1 };
         /// Weight-out goes down SwarmX's broadcast (every active port gets each flit) and the sink takes port 0's copy; 0: straight from the streamer. Change it only while no weight flit is in flight (between steps). (rw, bits 1:1).
         pub const SWARM: Field = Field { shift: 1, width: 1 };
-        /// With a wafer mesh on SwarmX (its CTRL.swarm): the broadcast takes the streamer's STREAM chunks straight from the store instead of the data mover's op 4 flits, which wait; updated weights still go to the sink. Change it only while no weight flit is in flight. (Since version 1.1.) (rw, bits 2:2).
+        /// With a wafer mesh on SwarmX (its CTRL.swarm): the broadcast takes the streamer's STREAM chunks straight from the store instead of the data mover's op 4 flits, which wait; updated weights still go to the sink (but see `fwd`). Change it only while no weight flit is in flight. (Since version 1.1.) (rw, bits 2:2).
         pub const READS: Field = Field { shift: 2, width: 1 };
+        /// With `reads`: the updated weights of layer `fwd_layer` go into the forward buffer (FWD_PARAMS) and from it down the broadcast, ahead of any STREAM chunk, as the next step's forward weights of that layer (docs/mesh-array.md "Forwarding"); the other layers' updates still go to the sink. The buffer must hold the whole layer (the wafers take the words only once their step has ended), so set it only for a layer of at most 2^FWD_PARAMS.depth_log2 words. Change it only between the layer's updates. (Since version 1.2.) (rw, bits 3:3).
+        pub const FWD: Field = Field { shift: 3, width: 1 };
+        /// The layer id whose updates `fwd` forwards. (Since version 1.2.) (rw, bits 15:4).
+        pub const FWD_LAYER: Field = Field { shift: 4, width: 12 };
     }
     /// Fields of WOUT_BASE.
     pub mod wout_base {
@@ -3523,6 +3535,24 @@ pub mod mxdma {
         use super::Field;
         /// `bytes` field (rw, bits 30:0).
         pub const BYTES: Field = Field { shift: 0, width: 31 };
+    }
+    /// Fields of FWD_PARAMS.
+    pub mod fwd_params {
+        use super::Field;
+        /// log2 of the words it holds; 0: the block has no forward buffer (WOUT_CTRL.fwd does nothing). (ro, bits 7:0).
+        pub const DEPTH_LOG2: Field = Field { shift: 0, width: 8 };
+    }
+    /// Fields of FWD_LEVEL.
+    pub mod fwd_level {
+        use super::Field;
+        /// `words` field (ro, bits 31:0).
+        pub const WORDS: Field = Field { shift: 0, width: 32 };
+    }
+    /// Fields of FWD_WORDS.
+    pub mod fwd_words {
+        use super::Field;
+        /// `count` field (ro, bits 31:0).
+        pub const COUNT: Field = Field { shift: 0, width: 32 };
     }
 }
 
@@ -4702,8 +4732,8 @@ pub const BLOCKS: &[BlockDesc] = &[
     BlockDesc { name: "gpio", slot: 3, id: 0x4750, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "hostlink", slot: 4, id: 0x484c, major: 0, minor: 1, in_soc: true },
     BlockDesc { name: "link", slot: 8, id: 0x4c4b, major: 2, minor: 0, in_soc: true },
-    BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 0, in_soc: true },
-    BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 1, in_soc: true },
+    BlockDesc { name: "mx", slot: 16, id: 0x4d58, major: 1, minor: 1, in_soc: true },
+    BlockDesc { name: "mxdma", slot: 17, id: 0x4d44, major: 1, minor: 2, in_soc: true },
     BlockDesc { name: "trace", slot: 18, id: 0x5452, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "swarm", slot: 24, id: 0x5358, major: 1, minor: 0, in_soc: true },
     BlockDesc { name: "mesh", slot: 25, id: 0x4d45, major: 1, minor: 1, in_soc: true },

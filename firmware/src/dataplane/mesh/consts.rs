@@ -68,6 +68,12 @@ impl StepSlots {
         Some(s)
     }
 
+    /// Whether each group has two slots, so step t + 1's constants are written while step t
+    /// runs.
+    pub(super) fn double(&self) -> bool {
+        self.double
+    }
+
     /// Layer `l`'s slot at step `t`.
     pub(super) fn slot(&self, l: usize, t: u32) -> u32 {
         let g = u32::from(self.group[l]);
@@ -100,6 +106,12 @@ impl StepSlots {
                 self.write(mx, layers, next);
             }
         }
+    }
+
+    /// Names step `t`'s slot in layer `l`'s STEP alone (its constants must be written, and
+    /// the layer's chunks of the step before must have retired).
+    pub(super) fn name_layer(&self, mx: &mut MemoryX, l: usize, t: u32) {
+        mx.set_step(l, t, self.slot(l, t));
     }
 
     /// Names step `t`'s slot in every layer's STEP (its constants must be written).

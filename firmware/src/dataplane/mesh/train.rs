@@ -17,6 +17,7 @@ use ws_common::ctrl::cmd::{MeshEval, MeshRunDone, MeshStepDone, MeshTrain, MeshT
 use ws_common::ctrl::Status;
 use ws_common::mesh::{Segment, GSEG, METRICS_ID, METRICS_WORDS};
 
+use super::chain::Chain;
 use super::consts::StepSlots;
 use super::{Counts, Expect, Kind, MeshPlane, Programs, Setup, MAX_WAFERS, RX_SAMPLES};
 use crate::dataplane::{fault, MemoryXPlane};
@@ -69,7 +70,8 @@ impl MemoryXPlane {
         q: &MeshTrain,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
-        let run = self.store_fed(Job::Train(q.t), 1, usize::from(q.samples), usize::from(q.wafers), eng)?;
+        let run =
+            self.store_fed(Job::Train(q.t), 1, usize::from(q.samples), usize::from(q.wafers), false, eng)?;
         run.steps().first().copied().ok_or(Status::DeviceFault)
     }
 
@@ -87,6 +89,7 @@ impl MemoryXPlane {
             u32::from(q.steps),
             usize::from(q.samples),
             usize::from(q.wafers),
+            q.read_back,
             eng,
         )
     }
@@ -98,24 +101,26 @@ impl MemoryXPlane {
         q: &MeshEval,
         eng: &mut LinkEngine,
     ) -> Result<MeshStepDone, Status> {
-        let run = self.store_fed(Job::Eval, 1, usize::from(q.samples), usize::from(q.wafers), eng)?;
+        let run = self.store_fed(Job::Eval, 1, usize::from(q.samples), usize::from(q.wafers), false, eng)?;
         run.steps().first().copied().ok_or(Status::DeviceFault)
     }
 
-    /// Runs `steps` steps of `job` on `n` samples each over `w` wafers.
+    /// Runs `steps` steps of `job` on `n` samples each over `w` wafers; `read_back` is the
+    /// pipeline's debug switch (`MeshTrainRun::read_back`).
     fn store_fed(
         &mut self,
         job: Job,
         steps: u32,
         n: usize,
         w: usize,
+        read_back: bool,
         eng: &mut LinkEngine,
     ) -> Result<MeshRunDone, Status> {
         self.memoryx_mode()?;
         self.mesh.as_ref().ok_or(Status::NotPresent)?;
         let clean = self.known_state(eng);
         let mut plane = self.mesh.take().ok_or(Status::NotPresent)?;
-        let r = self.store_fed_on(&mut plane, job, steps, n, w, clean, eng);
+        let r = self.store_fed_on(&mut plane, job, steps, n, w, read_back, clean, eng);
         self.mesh = Some(plane);
         r
     }
@@ -129,6 +134,7 @@ impl MemoryXPlane {
         steps: u32,
         n: usize,
         w: usize,
+        read_back: bool,
         clean: Result<(), Status>,
         eng: &mut LinkEngine,
     ) -> Result<MeshRunDone, Status> {
@@ -147,6 +153,27 @@ impl MemoryXPlane {
         let mut slots = StepSlots::new(&layers, self.slots).ok_or(Status::BadArgument)?;
         let first = self.trace.as_ref().map(|u| u.cycle());
         let mut run = MeshRunDone::default();
+        // A training run whose wafers chain from step to step on two sample buffers
+        // (`chain.rs`); the first layer forwarded when the forward buffer holds it.
+        if let (Job::Train(t), true) =
+            (job, steps > 1 && s.double.is_some() && slots.double() && hws.iter().all(MeshHw::can_chain))
+        {
+            let forward = !read_back && self.mx.forward_depth() >= s.layer_words(0);
+            let c = Chain { t, steps, n, forward };
+            let r = self.run_chained(hws, &mut m.programs, &mut slots, &s, &layers, ports, c, &mut run, eng);
+            for hw in m.wafers.iter() {
+                hw.set_ctrl(false, false, false);
+            }
+            self.set_fed(u16::MAX);
+            if let Err(e) = r {
+                self.drain(eng, RX_SAMPLES, step_words.saturating_mul(steps.saturating_sub(e.consumed)));
+                return Err(e.status);
+            }
+            if let (Some(a), Some(u)) = (first, self.trace.as_ref()) {
+                run.cycles = u.cycle().wrapping_sub(a);
+            }
+            return Ok(run);
+        }
         let mut failed = None;
         // A training run with two sample buffers places each step's samples while the step
         // before it runs (docs/mesh-pe.md "Samples while running").

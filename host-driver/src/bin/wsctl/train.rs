@@ -108,6 +108,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = STEPS_PER_REQUEST,
           value_parser = clap::value_parser!(u32).range(1..=32))]
     steps_per_request: u32,
+    /// The pipeline's debug switch: read each step's first layer back from the store once the
+    /// step before has updated it, instead of forwarding MemoryX's updated weights straight
+    /// into the next forward pass (docs/mesh-array.md "Forwarding"). The results do not
+    /// change; the iteration boundary gets longer, and `check-pipeline` shows by how much.
+    #[arg(long)]
+    read_back: bool,
 }
 
 impl Args {
@@ -193,6 +199,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<()> {
         resume,
         trace: a.trace.is_some(),
         steps_per_request: a.steps_per_request,
+        read_back: a.read_back,
     };
     let summary = train::train(dev.as_mut(), &cfg, &data, &opts, &mut |e| match e {
         Event::Started { run, limits, first: f, last, per_epoch, batch } => {

@@ -146,7 +146,7 @@ impl PipelineReport {
         }
         let opt = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
         out.push_str("\niteration-boundary bubbles (cycles)\n");
-        let mut head = vec!["steps", "t0", "t1", "bubble"];
+        let mut head = vec!["steps", "layer 0", "t0", "t1", "bubble"];
         head.extend(Stage::ALL.iter().map(|s| s.name()));
         head.push("step");
         let mut t = Table::new(head);
@@ -155,8 +155,14 @@ impl PipelineReport {
             if !shown[i] {
                 continue;
             }
+            let path = match b.forwarded {
+                Some(true) => "forwarded",
+                Some(false) => "read back",
+                None => "-",
+            };
             let mut row = vec![
                 format!("s{} -> s{}", b.from, b.to),
+                path.to_string(),
                 opt(b.t0),
                 opt(b.t1),
                 b.bubble.map_or("-".into(), |v| v.to_string()),
@@ -175,6 +181,7 @@ impl PipelineReport {
         if !measured.is_empty() {
             let mut row = vec![
                 "median".to_string(),
+                String::new(),
                 String::new(),
                 String::new(),
                 median(measured.iter().filter_map(|b| b.bubble).collect::<Vec<i64>>())

@@ -5,41 +5,51 @@ use ws_common::trace::Source;
 
 use super::Clock;
 
-/// The pipeline depths on an iteration boundary's path, in cycles: what the hardware needs at
-/// least to carry layer 0 from its last gradient into MemoryX to the next step's first FMA.
-/// The bubble's bound is twice their sum.
+/// The pipeline depths on an iteration boundary's path, in cycles.
+///
+/// With forwarding (the default, docs/mesh-array.md "Forwarding") the next step's first FMA of
+/// layer 0 needs the layer's first chunk, which MemoryX updated long before the last gradient
+/// came in; it waits in the forward buffer, SwarmX's broadcast and the mesh ingress for the
+/// wafers to chain into the step. Those three are the path, and the bubble's bound is twice
+/// their sum. The update and the store read are the read-back path's depths (the debug
+/// switch, `wsctl train --read-back`): the bound does not allow for them, so a run with
+/// forwarding off fails the check, on its largest stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PipelineDepths {
-    /// MemoryX's update of the last chunk: the optimizer lanes' pipeline and the store write
-    /// of its results (last gradient in to commit).
-    pub update: u64,
-    /// MemoryX's store read: a STREAM read's descriptor to its first weight out of the
-    /// streamer.
-    pub store_read: u64,
+    /// MemoryX's forward buffer: an updated weight in to out (`ws_fifo`).
+    pub forward_buffer: u64,
     /// SwarmX's broadcast: a weight flit into the node to the same flit out of a port.
     pub switch: u64,
     /// The mesh ingress: the router hops from the wafer's port to the PEs and the PE pipeline
     /// to the first FMA issue.
     pub mesh_ingress: u64,
+    /// Off the forwarding path: MemoryX's update of the last chunk, the optimizer lanes'
+    /// pipeline and the store write of its results (last gradient in to commit).
+    pub update: u64,
+    /// Off the forwarding path: a STREAM read's descriptor to its first weight out of the
+    /// streamer.
+    pub store_read: u64,
 }
 
 impl PipelineDepths {
     /// The simulated board's depths, from each block's own measurements:
+    /// - forward buffer 2: `ws_fifo` shows a word two cycles after it took it
+    ///   (hdl/rtl/ws_fifo.v);
+    /// - switch 2: SwarmX's broadcast registers a flit once on the way in and once out;
+    /// - mesh ingress 8: the edge link, the router hops to the farthest PE of a 2 × 2 wafer
+    ///   and the PE's operand stages before its first FMA issue;
     /// - update 76: the optimizer lanes' 46 cycles (docs/memoryx.md) and about 30 from the
     ///   last result to its store write's acknowledgement (docs/memoryx-store.md, "committed"
     ///   against "update done");
     /// - store read 40: the simulated store's 24 cycles of read latency and the streamer's 16
-    ///   (docs/memoryx-store.md, "Update-to-first-weight-out latency");
-    /// - switch 2: SwarmX's broadcast registers a flit once on the way in and once out;
-    /// - mesh ingress 8: the edge link, the router hops to the farthest PE of a 2 × 2 wafer
-    ///   and the PE's operand stages before its first FMA issue.
+    ///   (docs/memoryx-store.md, "Update-to-first-weight-out latency").
     pub const fn simulated() -> Self {
-        Self { update: 76, store_read: 40, switch: 2, mesh_ingress: 8 }
+        Self { forward_buffer: 2, switch: 2, mesh_ingress: 8, update: 76, store_read: 40 }
     }
 
-    /// The depths' sum.
+    /// The sum of the depths on the forwarding path.
     pub fn sum(&self) -> u64 {
-        self.update + self.store_read + self.switch + self.mesh_ingress
+        self.forward_buffer + self.switch + self.mesh_ingress
     }
 
     /// The bubble's bound: twice the sum.
@@ -72,14 +82,13 @@ impl Bound {
         }
     }
 
-    /// `176 = 2 x (update 40 + store read 16 + switch 8 + mesh ingress 24)`, or `500 (given)`.
+    /// `24 = 2 x (forward buffer 2 + switch 2 + mesh ingress 8)`, or `500 (given)`.
     pub fn describe(&self) -> String {
         match self {
             Self::Depths(d) => format!(
-                "{} = 2 x (update {} + store read {} + switch {} + mesh ingress {})",
+                "{} = 2 x (forward buffer {} + switch {} + mesh ingress {})",
                 d.bound(),
-                d.update,
-                d.store_read,
+                d.forward_buffer,
                 d.switch,
                 d.mesh_ingress
             ),
@@ -139,10 +148,10 @@ impl Stage {
     pub fn hint(self) -> &'static str {
         match self {
             Self::Update => {
-                "MemoryX finishes layer 0's update long after its last gradient: look at the optimizer lanes and the store writes (docs/memoryx-store.md \"Timing\")"
+                "the next forward waited for layer 0's update to finish: it was read back from the store (forwarding off: `--read-back`, or the layer does not fit the forward buffer, docs/mesh-array.md \"Forwarding\"); with forwarding, look at the optimizer lanes and the store writes (docs/memoryx-store.md \"Timing\")"
             }
             Self::Scheduler => {
-                "nothing reads layer 0 for the next step until long after its update: start the next step's STREAM read of layer 0 as its chunks commit"
+                "nothing sent layer 0 on for the next step until long after its update: look at what the core does between the steps (docs/mesh-array.md \"Chained steps\") and at the forward buffer"
             }
             Self::StoreRead => {
                 "the store takes long from a read of layer 0 to its first weights out: look at the store's read path and what is queued ahead of the read"
@@ -210,6 +219,9 @@ pub struct Boundary {
     pub stages: [u64; 5],
     /// The cycles from `from`'s t1 to `to`'s.
     pub step_cycles: Option<u64>,
+    /// How layer 0's weights of `to` left MemoryX: `Some(true)` forwarded from the update,
+    /// `Some(false)` read back from the store, `None` when the capture does not say.
+    pub forwarded: Option<bool>,
 }
 
 impl Boundary {

@@ -27,7 +27,15 @@ pub struct MeshTrainRun {
     pub samples: u16,
     /// Wafers (1 ..= the plan's wafers), as for [`MeshTrain`](super::MeshTrain).
     pub wafers: u8,
+    /// The debug switch of the pipeline (docs/mesh-array.md "Forwarding"): each step's first
+    /// layer is read back from the store after the step before has updated it, instead of
+    /// forwarded from MemoryX's update output. The numbers are the same; only the time
+    /// differs. Flags byte bit 0 on the wire (the other bits must be 0).
+    pub read_back: bool,
 }
+
+/// Flags byte: [`MeshTrainRun::read_back`].
+const FLAG_READ_BACK: u8 = 1;
 
 /// What a run did: each step's answer, in step order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,15 +81,22 @@ impl<'a> Command<'a> for MeshTrainRun {
         w.u16(self.steps)?;
         w.u16(self.samples)?;
         w.u8(self.wafers)?;
+        w.u8(if self.read_back { FLAG_READ_BACK } else { 0 })?;
         Ok(w.len())
     }
 
     fn decode(p: &'a [u8]) -> Result<Self, Status> {
-        if p.len() != 9 {
+        if p.len() != 10 {
             return Err(Status::BadLength);
         }
-        let q = Self { t: get_u32(p, 0)?, steps: get_u16(p, 4)?, samples: get_u16(p, 6)?, wafers: p[8] };
-        if q.steps == 0 || usize::from(q.steps) > MAX_RUN_STEPS {
+        let q = Self {
+            t: get_u32(p, 0)?,
+            steps: get_u16(p, 4)?,
+            samples: get_u16(p, 6)?,
+            wafers: p[8],
+            read_back: p[9] & FLAG_READ_BACK != 0,
+        };
+        if q.steps == 0 || usize::from(q.steps) > MAX_RUN_STEPS || p[9] & !FLAG_READ_BACK != 0 {
             return Err(Status::BadArgument);
         }
         Ok(q)
@@ -118,10 +133,15 @@ mod tests {
     #[test]
     fn round_trip() {
         let mut b = [0u8; crate::ctrl::MAX_PAYLOAD];
-        let q = MeshTrainRun { t: 70_000, steps: 12, samples: 32, wafers: 2 };
+        let q = MeshTrainRun { t: 70_000, steps: 12, samples: 32, wafers: 2, read_back: false };
         let n = q.encode(&mut b).unwrap();
         assert_eq!(MeshTrainRun::decode(&b[..n]), Ok(q));
         assert_eq!(MeshTrainRun::decode(&b[..n - 1]), Err(Status::BadLength));
+        let back = MeshTrainRun { read_back: true, ..q };
+        let n = back.encode(&mut b).unwrap();
+        assert_eq!(MeshTrainRun::decode(&b[..n]), Ok(back));
+        b[n - 1] = 0x82;
+        assert_eq!(MeshTrainRun::decode(&b[..n]), Err(Status::BadArgument), "unknown flags are refused");
         for steps in [0, MAX_RUN_STEPS as u16 + 1] {
             let n = MeshTrainRun { steps, ..q }.encode(&mut b).unwrap();
             assert_eq!(MeshTrainRun::decode(&b[..n]), Err(Status::BadArgument));
