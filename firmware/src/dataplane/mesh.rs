@@ -135,6 +135,18 @@ impl Setup {
     }
 }
 
+/// Adds wafer `w`'s metrics (loss sum, correct count, binary32) into a step's answer: wafer
+/// 0's as they are, then each next wafer's added in wafer order.
+fn add_metrics(out: &mut MeshStepDone, w: usize, metrics: [u32; 2]) {
+    if w == 0 {
+        (out.loss, out.correct) = (metrics[0], metrics[1]);
+    } else {
+        let add = |a: u32, b: u32| (f32::from_bits(a) + f32::from_bits(b)).to_bits();
+        out.loss = add(out.loss, metrics[0]);
+        out.correct = add(out.correct, metrics[1]);
+    }
+}
+
 /// What a job expects of every wafer it ran on: weight words in, gradient words out.
 #[derive(Debug, Clone, Copy)]
 struct Expect {
@@ -454,13 +466,7 @@ impl MemoryXPlane {
                 );
                 return Err(Status::DeviceFault);
             }
-            if w == 0 {
-                (out.loss, out.correct) = (metrics[0], metrics[1]);
-            } else {
-                let add = |a: u32, b: u32| (f32::from_bits(a) + f32::from_bits(b)).to_bits();
-                out.loss = add(out.loss, metrics[0]);
-                out.correct = add(out.correct, metrics[1]);
-            }
+            add_metrics(&mut out, w, metrics);
             out.cycles = out.cycles.max(now.cycles.wrapping_sub(from.cycles));
             out.fmas = out.fmas.wrapping_add(now.fmas.wrapping_sub(from.fmas));
             out.grad_words = grad_words;

@@ -306,13 +306,7 @@ impl MemoryXPlane {
                 );
                 return Err(Status::DeviceFault);
             }
-            if w == 0 {
-                (out.loss, out.correct) = (metrics[0], metrics[1]);
-            } else {
-                let add = |a: u32, b: u32| (f32::from_bits(a) + f32::from_bits(b)).to_bits();
-                out.loss = add(out.loss, metrics[0]);
-                out.correct = add(out.correct, metrics[1]);
-            }
+            super::add_metrics(&mut out, w, metrics);
             out.cycles = out.cycles.max(now.cycle.wrapping_sub(from.cycle));
             out.fmas = out.fmas.wrapping_add(now.fmas.wrapping_sub(from.fmas));
             out.grad_words = grad_words;
