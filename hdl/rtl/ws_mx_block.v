@@ -843,13 +843,18 @@ module ws_mx_block #(
         end
     endfunction
 
+    // The FIFO rides out the longest time the ring writer can wait for the DMA RAM's write
+    // port, which the link's RX DMA takes first: a whole channel-4 ring of samples arriving at
+    // line rate, 32 KiB in 8,192 cycles, during which the 256 records absorb one record every
+    // 32 cycles (docs/trace.md "Nothing stalls, nothing is lost silently").
     ws_trace #(
         .N_PROBES(N_PROBES),
         .PROBE_IDS(probe_ids(NPORT)),
         .N_PHASES(N_PHASES),
         .NPH(MW),
         .PHASE_IDS(phase_ids(0)),
-        .DMA_BYTES(DMA_BYTES)
+        .DMA_BYTES(DMA_BYTES),
+        .FIFO_DEPTH(256)
     ) trace_inst (
         .clk(clk),
         .rst(rst),

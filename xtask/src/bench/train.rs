@@ -159,12 +159,12 @@ pub(super) fn pipeline_rows(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     let traced = Options { trace: true, ..Options::default() };
     let read_back = Options { trace: true, read_back: true, ..Options::default() };
     let mut w2_step = None;
-    // First-layer width: the digits (64), and synthetic data 256 wide at 4 samples per PE and
-    // 1024 wide at 1 (4 × 1024 words of x would not fit a PE's 2,048-word SRAM; 4096 fits at
-    // no batch). Neither wide run holds two sample buffers in a PE's SRAM, so their steps do
-    // not chain: the core places each step's samples between the steps (docs/mesh-array.md
-    // "Chained steps"), and the bubble shows it.
-    for (d, b) in [(64usize, 4usize), (256, 4), (1024, 1)] {
+    // First-layer width: the digits (64), and synthetic data 256 wide at 2 samples per PE (the
+    // most at which a PE's 2,048-word SRAM holds two sample buffers, so the steps chain:
+    // docs/mesh-array.md "Chained steps") and 1024 wide at 1 (one buffer only, so the core
+    // places each step's samples between the steps, and the bubble shows it; 4 × 1024 words
+    // of x would not fit at all, and 4096 fits at no batch).
+    for (d, b) in [(64usize, 4usize), (256, 2), (1024, 1)] {
         let cfg = TrainConfig { steps: Some(STEPS_PIPE), batch_per_pe: b, ..TrainConfig::default() };
         let data = if d == 64 { Dataset::digits() } else { synthetic(d, 400) };
         let (s, _) = on_board_with(ctx, &cfg, &data, &traced, &format!("traced, first layer {d} wide"))?;
