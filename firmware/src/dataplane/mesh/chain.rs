@@ -23,10 +23,9 @@
 
 use ws_common::ctrl::cmd::{MeshRunDone, MeshStepDone};
 use ws_common::ctrl::Status;
-use ws_common::mesh::{Segment, GSEG, METRICS_ID, METRICS_WORDS};
 
 use super::consts::StepSlots;
-use super::train::Layers;
+use super::train::{egress_table, Layers};
 use super::{Counts, Kind, Programs, Setup, MAX_WAFERS};
 use crate::dataplane::{fault, MemoryXPlane};
 use crate::hal::link::LinkEngine;
@@ -113,12 +112,9 @@ impl MemoryXPlane {
         let nl = s.layers();
         let chunks = |l: usize| layers.get(l).map(|x| x.chunks()).ok_or(Status::DeviceFault);
 
-        // The run's set-up: SwarmX takes the wafers' ports, the mover's capture and routes
-        // are off, step 0's samples go into the first buffer and both programs into the PEs.
-        self.set_fed(ports);
-        self.mx.set_route(0, 0);
-        self.mx.set_wout_swarm(false);
-        self.mx.set_capture(None);
+        // The run's set-up: SwarmX takes the wafers' ports, step 0's samples go into the first
+        // buffer and both programs into the PEs.
+        self.swarm_feeds(hws, ports);
         let mut len = 0;
         for (w, hw) in hws.iter().enumerate() {
             hw.set_ctrl(false, true, true);
@@ -129,18 +125,10 @@ impl MemoryXPlane {
             Self::load_programs(hw, s, s.wafer_samples(c.n, w), progs, Kind::Step, true)?;
         }
         *consumed = 1;
-        // The egress table, in MemoryX's chunks; each chain advances its step.
-        let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
-        for (k, l) in (0..nl).rev().enumerate() {
-            segs[k + 1] = Segment {
-                layer: l as u16,
-                chunk_words: chunks_words(layers, l)?,
-                words: s.layer_words(l),
-                metrics: false,
-            };
-        }
+        // The egress table; each chain advances its step.
+        let (segs, nseg) = egress_table(s, layers, true)?;
         for hw in hws {
-            hw.set_step(c.t as u16, &segs[..nl + 1]);
+            hw.set_step(c.t as u16, &segs[..nseg]);
         }
         let errs = self.mx.err_count();
         slots.write(&mut self.mx, layers, c.t);
@@ -232,9 +220,8 @@ impl MemoryXPlane {
         // Every wafer took exactly the run's weight words: a count that differs means a
         // stream carried words of another step or lost some.
         let end = Counts::all(hws, s);
-        for (w, hw) in hws.iter().enumerate() {
-            let _ = hw;
-            let fed = end[w].feed.wrapping_sub(start[w].feed);
+        for (w, (e, b)) in end.iter().zip(&start).take(hws.len()).enumerate() {
+            let fed = e.feed.wrapping_sub(b.feed);
             if fed != c.steps.wrapping_mul(s.plan.weight_words) {
                 #[cfg(feature = "defmt")]
                 defmt::warn!(
@@ -313,9 +300,4 @@ impl MemoryXPlane {
         }
         Ok(out)
     }
-}
-
-/// Layer `l`'s MemoryX chunk words.
-fn chunks_words(layers: &Layers, l: usize) -> Result<u32, Status> {
-    layers.get(l).map(|x| x.info.chunk).ok_or(Status::DeviceFault)
 }

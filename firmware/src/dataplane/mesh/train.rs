@@ -225,6 +225,19 @@ impl MemoryXPlane {
         Ok(run)
     }
 
+    /// The wafers `hws` take SwarmX's ports `ports` (weights from its broadcast, gradients up
+    /// its reduction); MemoryX's mover routes and capture are off. Nothing in a run changes
+    /// these until it ends.
+    pub(super) fn swarm_feeds(&mut self, hws: &[MeshHw], ports: u16) {
+        self.set_fed(ports);
+        self.mx.set_route(0, 0);
+        self.mx.set_wout_swarm(false);
+        self.mx.set_capture(None);
+        for hw in hws {
+            hw.set_ctrl(false, true, false);
+        }
+    }
+
     /// The MemoryX layers of a job of `steps` steps, and the SwarmX ports of its wafers.
     #[allow(clippy::too_many_arguments)]
     fn check_job(
@@ -307,15 +320,7 @@ impl MemoryXPlane {
         };
         let step = t as u16;
         if turn.first {
-            // SwarmX takes the wafers' ports; MemoryX's weight-out goes to the sink (dropped).
-            // Nothing in a run changes these until it ends.
-            self.set_fed(ports);
-            self.mx.set_route(0, 0);
-            self.mx.set_wout_swarm(false);
-            self.mx.set_capture(None);
-            for hw in hws {
-                hw.set_ctrl(false, true, false);
-            }
+            self.swarm_feeds(hws, ports);
         }
 
         // Each wafer's samples (the host sends wafer 0's, then wafer 1's, …), unless the step
@@ -339,18 +344,7 @@ impl MemoryXPlane {
         }
         carry.placed = false;
         let len = carry.len;
-        // The egress table, in MemoryX's chunks so each chunk is one of the streamer's; the
-        // metrics only for an evaluation.
-        let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
-        let nseg = if job == Job::Eval { 1 } else { nl + 1 };
-        for (k, l) in (0..nl).rev().enumerate().take(nseg - 1) {
-            segs[k + 1] = Segment {
-                layer: l as u16,
-                chunk_words: layer(l)?.info.chunk,
-                words: s.layer_words(l),
-                metrics: false,
-            };
-        }
+        let (segs, nseg) = egress_table(s, layers, job != Job::Eval)?;
         for hw in hws {
             if turn.first {
                 hw.set_step(step, &segs[..nseg]);
@@ -405,4 +399,24 @@ impl MemoryXPlane {
         };
         self.step_done(hws, s, step, &start, expect)
     }
+}
+
+/// A store-fed job's egress table and its length: the metrics, then (for training) every
+/// layer from the last down, in MemoryX's chunks so each chunk is one of the streamer's.
+pub(super) fn egress_table(
+    s: &Setup,
+    layers: &Layers,
+    training: bool,
+) -> Result<([Segment; GSEG], usize), Status> {
+    let mut segs = [Segment::metrics(METRICS_ID, METRICS_WORDS); GSEG];
+    if !training {
+        return Ok((segs, 1));
+    }
+    let nl = s.layers();
+    for (k, l) in (0..nl).rev().enumerate() {
+        let chunk_words = layers.get(l).ok_or(Status::DeviceFault)?.info.chunk;
+        let seg = segs.get_mut(k + 1).ok_or(Status::DeviceFault)?;
+        *seg = Segment { layer: l as u16, chunk_words, words: s.layer_words(l), metrics: false };
+    }
+    Ok((segs, nl + 1))
 }
