@@ -135,6 +135,23 @@ impl Setup {
     }
 }
 
+/// The PEs of `hw` done since the last start; a PE that refused its program, or an array
+/// flag (gradient overrun, router overflow), is a fault, said in the log.
+fn healthy(hw: &MeshHw) -> Result<u16, Status> {
+    let (done, err) = hw.done();
+    if err != 0 || hw.faulted() {
+        #[cfg(feature = "defmt")]
+        defmt::warn!(
+            "mesh: wafer {=u8}: PEs {=u16:#x} refused (codes {=u32:#x})",
+            hw.params().wafer,
+            err,
+            hw.err_codes()
+        );
+        return Err(Status::DeviceFault);
+    }
+    Ok(done)
+}
+
 /// Adds wafer `w`'s metrics (loss sum, correct count, binary32) into a step's answer: wafer
 /// 0's as they are, then each next wafer's added in wafer order.
 fn add_metrics(out: &mut MeshStepDone, w: usize, metrics: [u32; 2]) {
@@ -409,17 +426,7 @@ impl MemoryXPlane {
             };
             let mut finished = captured;
             for hw in hws {
-                let (done, err) = hw.done();
-                if err != 0 || hw.faulted() {
-                    #[cfg(feature = "defmt")]
-                    defmt::warn!(
-                        "mesh: wafer {=u8}: PEs {=u16:#x} refused (codes {=u32:#x})",
-                        hw.params().wafer,
-                        err,
-                        hw.err_codes()
-                    );
-                    return Err(Status::DeviceFault);
-                }
+                let done = healthy(hw)?;
                 finished &= done == all && !hw.busy();
             }
             if finished {

@@ -243,10 +243,7 @@ impl MemoryXPlane {
         for _ in 0..self.budget.max(1) {
             let mut all = true;
             for (w, hw) in hws.iter().enumerate() {
-                let (_, err) = hw.done();
-                if err != 0 || hw.faulted() {
-                    return Err(Status::DeviceFault);
-                }
+                super::healthy(hw)?;
                 all &= u32::from(hw.chain_marks().chains.wrapping_sub(chains0[w])) >= n;
             }
             if all {
